@@ -1,0 +1,1 @@
+"""Backends: where classification runs. The gateway only knows the ClassificationBackend interface."""

@@ -1,0 +1,43 @@
+"""The async, batch-shaped backend interface every implementation (in-process, gRPC/Ray) provides."""
+
+from __future__ import annotations
+
+from typing import Protocol, Sequence, runtime_checkable
+
+from ..core.classifier import ClassificationResult, ClassifierInfo
+
+
+class BackendError(RuntimeError):
+    """Classification could not be done; ``kind`` names why for callers and metrics."""
+
+    kind = "internal"
+
+
+class BackendUnavailable(BackendError):
+    kind = "unavailable"
+
+
+class BackendOverloaded(BackendError):
+    kind = "overloaded"
+
+
+class BackendTimeout(BackendError):
+    kind = "timeout"
+
+
+@runtime_checkable
+class ClassificationBackend(Protocol):
+    async def start(self) -> None:
+        """Load or connect; returns when the backend can serve."""
+
+    async def close(self) -> None:
+        """Release threads, channels and models."""
+
+    async def classify(self, texts: Sequence[str]) -> list[ClassificationResult]:
+        """One result per text, in order, each with probabilities (callers drop them when not asked for)."""
+
+    async def info(self) -> ClassifierInfo:
+        """Model, categories and versions currently served."""
+
+    async def ready(self) -> bool:
+        """True when a classify call would be attempted now (used by /ready)."""

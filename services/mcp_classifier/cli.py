@@ -1,0 +1,163 @@
+"""Command line: wires settings -> backend -> dispatcher -> transport. Nothing else imports this module."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import socket
+import sys
+import types
+import typing
+from pathlib import Path
+from typing import Any, Sequence
+
+import orjson
+from pydantic import ValidationError
+
+from . import __version__
+from .settings import Settings, settings_fields
+
+log = logging.getLogger("mcp_classifier")
+
+
+# ---- settings <-> flags ---------------------------------------------------------------------
+# Generated from the Settings fields by hand because the CLI has subcommands with positional
+# arguments; pydantic-settings' own CLI source does not combine those with our env handling.
+def _flag_type(annotation: Any) -> dict[str, Any]:
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in args if a is not type(None)]
+        return _flag_type(inner[0]) if len(inner) == 1 else {"type": str}
+    if origin is typing.Literal:
+        return {"choices": list(args), "type": type(args[0])}
+    if annotation is bool:
+        return {"action": argparse.BooleanOptionalAction}
+    if annotation in (int, float, str):
+        return {"type": annotation}
+    if annotation is Path:
+        return {"type": Path}
+    return {"type": str}
+
+
+def add_settings_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("settings (also MCP_CLASSIFIER_<NAME> env vars)")
+    for name, field in settings_fields().items():
+        group.add_argument(
+            "--" + name.replace("_", "-"),
+            dest=name,
+            default=argparse.SUPPRESS,
+            help=f"{field.description} [default: {field.default}]",
+            **_flag_type(field.annotation),
+        )
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    """Flags given on the command line override env vars, which override defaults."""
+    overrides = {name: getattr(args, name) for name in settings_fields() if hasattr(args, name)}
+    return Settings(**overrides)
+
+
+# ---- commands -------------------------------------------------------------------------------
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    return sock
+
+
+def _build_gateway(settings: Settings):  # type: ignore[no-untyped-def]
+    from .backend.factory import build_local_backend
+    from .protocol.classify_tools import register_classification_tools
+    from .protocol.dispatcher import McpDispatcher
+    from .protocol.tools import ToolRegistry
+
+    backend = build_local_backend(settings)
+    registry = ToolRegistry()
+    register_classification_tools(registry, backend, settings.max_text_length)
+    return McpDispatcher(registry), backend
+
+
+def cmd_serve(settings: Settings) -> int:
+    import uvicorn
+
+    from .transports.http import create_app
+
+    dispatcher, backend = _build_gateway(settings)
+    app = create_app(dispatcher, backend, max_body_bytes=settings.max_body_bytes)
+    sock = _bind(settings.host, settings.port)
+    host, port = sock.getsockname()[:2]
+    shown_host = f"[{host}]" if ":" in host else host
+    # Tests and scripts read this line to learn the port when --port 0 was given.
+    print(f"mcp-classifier {__version__} listening on http://{shown_host}:{port} (model {settings.model})", file=sys.stderr, flush=True)
+    config = uvicorn.Config(app, log_level=settings.log_level, access_log=False, lifespan="on", timeout_graceful_shutdown=10)
+    uvicorn.Server(config).run(sockets=[sock])
+    return 0
+
+
+def cmd_stdio(settings: Settings) -> int:
+    from .transports.stdio import serve_stdio
+
+    dispatcher, backend = _build_gateway(settings)
+
+    async def run() -> None:
+        await backend.start()
+        try:
+            await serve_stdio(dispatcher)
+        finally:
+            await backend.close()
+
+    asyncio.run(run())
+    return 0
+
+
+def cmd_classify(settings: Settings, texts: Sequence[str], with_probabilities: bool) -> int:
+    from .backend.factory import build_classifier
+
+    classifier = build_classifier(settings)
+    for result in classifier.classify(list(texts)):
+        sys.stdout.write(orjson.dumps(result.to_public(with_probabilities)).decode() + "\n")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mcp-classifier", description="MCP classification service for LLM routers.")
+    parser.add_argument("--version", action="version", version=f"mcp-classifier {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="serve MCP over HTTP (JSON-RPC on /mcp, REST on /mcp/<method>)")
+    add_settings_flags(serve)
+    stdio = sub.add_parser("stdio", help="serve MCP over stdin/stdout (newline-delimited JSON-RPC)")
+    add_settings_flags(stdio)
+    classify = sub.add_parser("classify", help="classify texts and print one result JSON per line")
+    classify.add_argument("texts", nargs="+", metavar="TEXT")
+    classify.add_argument("--with-probabilities", action="store_true", help="add probabilities and entropy")
+    add_settings_flags(classify)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = settings_from_args(args)
+    except ValidationError as exc:
+        print(f"mcp-classifier: invalid settings:\n{exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(stream=sys.stderr, level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from .core.categories import CategoryFileError
+    from .core.encoder import ModelLoadError
+
+    try:
+        if args.command == "serve":
+            return cmd_serve(settings)
+        if args.command == "stdio":
+            return cmd_stdio(settings)
+        return cmd_classify(settings, args.texts, args.with_probabilities)
+    except (CategoryFileError, ModelLoadError, OSError) as exc:
+        print(f"mcp-classifier: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

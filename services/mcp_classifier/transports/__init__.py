@@ -1,0 +1,1 @@
+"""Transports: HTTP (JSON-RPC and REST style), stdio. They call the protocol dispatcher, nothing deeper."""

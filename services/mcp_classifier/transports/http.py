@@ -1,0 +1,164 @@
+"""FastAPI app factory: POST /mcp (JSON-RPC), POST /mcp/<method> (REST style), health, readiness, metrics."""
+
+from __future__ import annotations
+
+import logging
+import time
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+
+from ..backend.base import ClassificationBackend
+from ..protocol.dispatcher import McpDispatcher
+from ..protocol.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, SERVER_UNAVAILABLE, JsonRpcError
+from ..telemetry import GatewayMetrics
+
+log = logging.getLogger(__name__)
+
+REST_METHODS = frozenset({"initialize", "tools/list", "tools/call", "resources/list", "prompts/list", "ping"})
+_ENVELOPE_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
+_HTTP_STATUS_FOR_CODE = {
+    METHOD_NOT_FOUND: 404,
+    INVALID_PARAMS: 400,
+    INVALID_REQUEST: 400,
+    SERVER_UNAVAILABLE: 503,
+    INTERNAL_ERROR: 500,
+}
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+def json_response(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(payload), status_code=status, media_type="application/json", headers=headers)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """Read at most ``limit`` bytes; refuse early on Content-Length, and while streaming otherwise."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def rest_params(body: Any) -> dict[str, Any]:
+    """REST body: the params object itself, or an mcp-go envelope {"method": "", "params": {...}}."""
+    if not isinstance(body, dict):
+        raise JsonRpcError(INVALID_REQUEST, "the request body must be a JSON object")
+    if body and set(body) <= _ENVELOPE_KEYS and ("params" in body or "method" in body or "jsonrpc" in body):
+        params = body.get("params") or {}
+        if not isinstance(params, dict):
+            raise JsonRpcError(INVALID_PARAMS, '"params" must be an object')
+        return params
+    return body
+
+
+def create_app(dispatcher: McpDispatcher, backend: ClassificationBackend, *, max_body_bytes: int) -> FastAPI:
+    """The gateway app. The lifespan starts and closes the backend, so uvicorn owns the whole lifetime."""
+    metrics = GatewayMetrics()
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await backend.start()
+        try:
+            yield
+        finally:
+            await backend.close()
+
+    app = FastAPI(title="mcp-classifier", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.metrics = metrics
+
+    @app.post("/mcp")
+    async def mcp_jsonrpc(request: Request) -> Response:
+        started = time.perf_counter()
+        try:
+            body = await read_body(request, max_body_bytes)
+        except BodyTooLarge:
+            metrics.errors.labels("body_too_large").inc()
+            response = json_response(
+                {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": f"request body exceeds {max_body_bytes} bytes"}},
+                status=413,
+            )
+        else:
+            answer = await dispatcher.handle_bytes(body)
+            response = Response(status_code=202) if answer is None else json_response(answer)
+        metrics.observe("/mcp", response.status_code, time.perf_counter() - started)
+        return response
+
+    @app.api_route("/mcp", methods=["GET", "DELETE"])
+    async def mcp_not_allowed() -> Response:
+        # Stateless server: no SSE stream to resume and no session to delete.
+        return json_response({"error": "only POST is supported on /mcp"}, status=405, headers={"Allow": "POST"})
+
+    @app.post("/mcp/{method:path}")
+    async def mcp_rest(method: str, request: Request) -> Response:
+        started = time.perf_counter()
+        response = await _rest_call(method, request)
+        metrics.observe("/mcp/" + (method if method in REST_METHODS else "<unknown>"), response.status_code, time.perf_counter() - started)
+        return response
+
+    async def _rest_call(method: str, request: Request) -> Response:
+        if method not in REST_METHODS:
+            return json_response({"error": f"unknown method {method!r}; REST style serves {sorted(REST_METHODS)}"}, status=404)
+        try:
+            raw = await read_body(request, max_body_bytes)
+        except BodyTooLarge:
+            metrics.errors.labels("body_too_large").inc()
+            return json_response({"error": f"request body exceeds {max_body_bytes} bytes"}, status=413)
+        try:
+            body = orjson.loads(raw) if raw.strip() else {}
+        except orjson.JSONDecodeError as exc:
+            metrics.errors.labels("parse").inc()
+            return json_response({"error": f"request body is not valid JSON: {exc}"}, status=400)
+        try:
+            return json_response(await dispatcher.call(method, rest_params(body)))
+        except JsonRpcError as exc:
+            metrics.errors.labels(str(exc.code)).inc()
+            payload: dict[str, Any] = {"error": exc.message}
+            if exc.data is not None:
+                payload["data"] = exc.data
+            return json_response(payload, status=_HTTP_STATUS_FOR_CODE.get(exc.code, 500))
+
+    @app.get("/health")
+    async def health() -> Response:
+        try:
+            info = await backend.info()
+        except Exception as exc:  # noqa: BLE001 - health must answer whatever the backend does
+            return json_response({"status": "degraded", "error": str(exc)})
+        return json_response(
+            {
+                "status": "ok",
+                "categories": info.categories.names,
+                "model": info.model_id,
+                "index_size": info.index_size,
+                "temperature": info.temperature,
+                "leave_one_out_accuracy": info.loo_accuracy,
+                "category_set_version": info.category_set_version,
+                "policy_version": info.policy_version,
+                "device": info.device,
+                "dtype": info.dtype,
+                "pooling": info.pooling,
+            }
+        )
+
+    @app.get("/ready")
+    async def ready() -> Response:
+        ok = await backend.ready()
+        return json_response({"ready": ok}, status=200 if ok else 503)
+
+    @app.get("/metrics")
+    async def prometheus_metrics() -> Response:
+        return Response(metrics.render(), media_type=metrics.content_type)
+
+    return app

@@ -1,0 +1,43 @@
+"""stdio transport: newline-delimited JSON-RPC on stdin/stdout; logs go to stderr only."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from typing import BinaryIO
+
+import orjson
+
+from ..protocol.dispatcher import McpDispatcher
+
+log = logging.getLogger(__name__)
+
+
+async def serve_stdio(dispatcher: McpDispatcher, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
+    """Answer each line as it arrives; requests run concurrently so they batch together like HTTP ones."""
+    reader = stdin or sys.stdin.buffer
+    writer = stdout or sys.stdout.buffer
+    write_lock = asyncio.Lock()
+    pending: set[asyncio.Task[None]] = set()
+
+    async def answer(line: bytes) -> None:
+        response = await dispatcher.handle_bytes(line)
+        if response is None:
+            return
+        async with write_lock:
+            writer.write(orjson.dumps(response) + b"\n")
+            writer.flush()
+
+    while True:
+        # A thread read works for pipes, files and terminals alike (connect_read_pipe does not).
+        line = await asyncio.to_thread(reader.readline)
+        if not line:
+            break
+        if not line.strip():
+            continue
+        task = asyncio.create_task(answer(line))
+        pending.add(task)
+        task.add_done_callback(pending.discard)
+    if pending:
+        await asyncio.gather(*pending)

@@ -1,0 +1,109 @@
+"""Shared fixtures: real server processes on free ports, the offline models, the peer's data."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import httpx
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+PEER_DIR = REPO_ROOT.parent / "shared" / "peer" / "semantic-router"
+CLI = [sys.executable, "-m", "mcp_classifier.cli"]
+STARTUP_TIMEOUT_S = 120.0
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@dataclass
+class ServerProcess:
+    process: subprocess.Popen[bytes]
+    url: str
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+
+
+def start_server(tmp_dir: Path, *extra_args: str, env: dict[str, str] | None = None) -> ServerProcess:
+    """Start `mcp-classifier serve --port 0`, read the bound port from its log, wait for /ready."""
+    log_path = tmp_dir / f"server-{time.monotonic_ns()}.log"
+    log_file = log_path.open("wb")
+    process = subprocess.Popen(
+        [*CLI, "serve", "--host", "127.0.0.1", "--port", "0", *extra_args],
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, **(env or {})},
+    )
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    url = None
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode}:\n{log_path.read_text()}")
+        if url is None:
+            match = re.search(r"listening on (http://\S+)", log_path.read_text(errors="replace"))
+            url = match.group(1) if match else None
+        if url is not None:
+            try:
+                if httpx.get(f"{url}/ready", timeout=2).status_code == 200:
+                    return ServerProcess(process, url, log_path)
+            except httpx.TransportError:
+                pass
+        time.sleep(0.2)
+    process.kill()
+    raise RuntimeError(f"server did not become ready in {STARTUP_TIMEOUT_S}s:\n{log_path.read_text()}")
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One real gateway (uvicorn, in-process backend, builtin:minilm) for the whole session."""
+    proc = start_server(tmp_path_factory.mktemp("server"))
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="session")
+def peer_dir() -> Path:
+    if not PEER_DIR.is_dir():
+        pytest.skip(f"peer data not found at {PEER_DIR} (../shared is absent)")
+    return PEER_DIR
+
+
+@pytest.fixture(scope="session")
+def category_count() -> int:
+    from mcp_classifier.core.categories import load_categories
+
+    return len(load_categories().categories)
+
+
+def assert_valid_classification(result: dict[str, Any], n_categories: int) -> None:
+    """The protocol's validation rules (DESIGN §3) that every classify_text answer must meet."""
+    assert isinstance(result["class"], int) and 0 <= result["class"] < n_categories, result
+    assert 0.0 <= result["confidence"] <= 1.0, result
+    assert isinstance(result["model"], str) and result["model"], result
+    assert isinstance(result["use_reasoning"], bool), result
+    if "probabilities" in result:
+        probs = result["probabilities"]
+        assert len(probs) == n_categories, result
+        assert all(0.0 <= p <= 1.0 for p in probs), result
+        assert abs(sum(probs) - 1.0) <= 0.01, result
+        assert result["confidence"] >= max(probs) * 0.9, result
+        assert result["entropy"] >= 0.0, result

@@ -1,0 +1,69 @@
+"""Real MCP clients (PyPI mcp 2.x, fastmcp) over HTTP, and the mcp stdio client against `mcp-classifier stdio`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+
+import fastmcp
+import mcp
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from .conftest import ServerProcess, assert_valid_classification
+
+
+def _check_tools_and_calls(tool_names: list[str], classify_json: dict, categories_json: dict, n: int) -> None:
+    assert {"list_categories", "classify_text"} <= set(tool_names)
+    assert_valid_classification(classify_json, n)
+    assert "probabilities" in classify_json and "entropy" in classify_json
+    assert categories_json["categories"] == ["math", "science", "technology", "history", "general"]
+    assert set(categories_json["category_system_prompts"]) == set(categories_json["categories"])
+
+
+def test_mcp_sdk_client_over_http(server: ServerProcess, category_count: int) -> None:
+    async def run() -> None:
+        async with mcp.Client(f"{server.url}/mcp") as client:
+            tools = await client.list_tools()
+            classified = await client.call_tool("classify_text", {"text": "What is the boiling point of water in kelvin?", "with_probabilities": True})
+            categories = await client.call_tool("list_categories", {})
+        assert not classified.is_error
+        classify_json = json.loads(classified.content[0].text)
+        assert classified.structured_content == classify_json
+        assert classify_json["category"] == "science"
+        _check_tools_and_calls([t.name for t in tools.tools], classify_json, json.loads(categories.content[0].text), category_count)
+
+    asyncio.run(run())
+
+
+def test_fastmcp_client_over_http(server: ServerProcess, category_count: int) -> None:
+    async def run() -> None:
+        async with fastmcp.Client(f"{server.url}/mcp") as client:
+            tools = await client.list_tools()
+            classified = await client.call_tool("classify_text", {"text": "How do I reverse a linked list in Java?", "with_probabilities": True})
+            categories = await client.call_tool("list_categories", {})
+        classify_json = json.loads(classified.content[0].text)
+        assert classify_json["category"] == "technology"
+        _check_tools_and_calls([t.name for t in tools], classify_json, json.loads(categories.content[0].text), category_count)
+
+    asyncio.run(run())
+
+
+def test_mcp_sdk_stdio_client(category_count: int) -> None:
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "mcp_classifier.cli", "stdio"], env={**os.environ, "HF_HUB_OFFLINE": "1"}
+    )
+
+    async def run() -> None:
+        async with stdio_client(params) as (read, write):
+            async with mcp.ClientSession(read, write) as session:
+                await session.initialize()
+                tools = await session.list_tools()
+                classified = await session.call_tool("classify_text", {"text": "Who signed the Treaty of Versailles?", "with_probabilities": True})
+                categories = await session.call_tool("list_categories", {})
+        classify_json = json.loads(classified.content[0].text)
+        assert classify_json["category"] == "history"
+        _check_tools_and_calls([t.name for t in tools.tools], classify_json, json.loads(categories.content[0].text), category_count)
+
+    asyncio.run(asyncio.wait_for(run(), timeout=120))
