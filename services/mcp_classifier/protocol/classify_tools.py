@@ -50,8 +50,8 @@ def register_classification_tools(registry: ToolRegistry, backend: Classificatio
 
     async def classify_text(arguments: dict[str, Any]) -> dict[str, Any]:
         text = arguments["text"]
-        if not text.strip():
-            raise ToolError("text is empty")
+        if not any(ch.isprintable() and not ch.isspace() for ch in text):
+            raise ToolError("text is empty (it has no visible characters)")
         (result,) = await backend.classify([text])
         return result.to_public(bool(arguments.get("with_probabilities", False)))
 

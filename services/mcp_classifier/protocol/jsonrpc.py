@@ -74,9 +74,12 @@ def parse_request(message: Any) -> Request | None:
     params = message.get("params", {})
     if params is None:
         params = {}
+    is_notification = "id" not in message
     if not isinstance(params, dict):
+        if is_notification:  # a notification is never answered, not even with an error
+            return Request(method=method, params={}, id=None, is_notification=True)
         raise _with_id(message, JsonRpcError(INVALID_PARAMS, 'Invalid params: "params" must be an object'))
-    return Request(method=method, params=params, id=message.get("id"), is_notification="id" not in message)
+    return Request(method=method, params=params, id=message.get("id"), is_notification=is_notification)
 
 
 def _with_id(message: dict[str, Any], error: JsonRpcError) -> JsonRpcError:
