@@ -43,12 +43,13 @@ class ServerProcess:
                 self.process.wait(timeout=10)
 
 
-def start_server(tmp_dir: Path, *extra_args: str, env: dict[str, str] | None = None) -> ServerProcess:
-    """Start `mcp-classifier serve --port 0`, read the bound port from its log, wait for /ready."""
+def start_server(tmp_dir: Path, *extra_args: str, env: dict[str, str] | None = None, wait_ready: bool = True) -> ServerProcess:
+    """Start `mcp-classifier serve --port 0` (in-process backend unless told otherwise), read the bound
+    port from its log, and wait for /ready (or only for /health when wait_ready is False)."""
     log_path = tmp_dir / f"server-{time.monotonic_ns()}.log"
     log_file = log_path.open("wb")
     process = subprocess.Popen(
-        [*CLI, "serve", "--host", "127.0.0.1", "--port", "0", *extra_args],
+        [*CLI, "serve", "--host", "127.0.0.1", "--port", "0", "--backend", "local", *extra_args],
         stdout=log_file,
         stderr=subprocess.STDOUT,
         env={**os.environ, **(env or {})},
@@ -63,7 +64,7 @@ def start_server(tmp_dir: Path, *extra_args: str, env: dict[str, str] | None = N
             url = match.group(1) if match else None
         if url is not None:
             try:
-                if httpx.get(f"{url}/ready", timeout=2).status_code == 200:
+                if httpx.get(f"{url}/ready" if wait_ready else f"{url}/health", timeout=2).status_code == 200:
                     return ServerProcess(process, url, log_path)
             except httpx.TransportError:
                 pass

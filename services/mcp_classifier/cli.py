@@ -68,13 +68,13 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _build_gateway(settings: Settings):  # type: ignore[no-untyped-def]
-    from .backend.factory import build_local_backend
+def _build_gateway(settings: Settings, *, force_local: bool = False):  # type: ignore[no-untyped-def]
+    from .backend.factory import build_backend
     from .protocol.classify_tools import register_classification_tools
     from .protocol.dispatcher import McpDispatcher
     from .protocol.tools import ToolRegistry
 
-    backend = build_local_backend(settings)
+    backend = build_backend(settings, force_local=force_local)
     registry = ToolRegistry()
     register_classification_tools(registry, backend, settings.max_text_length)
     return McpDispatcher(registry), backend
@@ -83,24 +83,43 @@ def _build_gateway(settings: Settings):  # type: ignore[no-untyped-def]
 def cmd_serve(settings: Settings) -> int:
     import uvicorn
 
+    from .telemetry import instrument_grpc_client, setup_tracing
     from .transports.http import create_app
 
+    tracing = setup_tracing("mcp-classifier-gateway")
+    if tracing:
+        instrument_grpc_client()
     dispatcher, backend = _build_gateway(settings)
     app = create_app(dispatcher, backend, max_body_bytes=settings.max_body_bytes)
+    if tracing:
+        from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+
+        FastAPIInstrumentor.instrument_app(app, excluded_urls="health,ready,metrics")
     sock = _bind(settings.host, settings.port)
     host, port = sock.getsockname()[:2]
     shown_host = f"[{host}]" if ":" in host else host
     # Tests and scripts read this line to learn the port when --port 0 was given.
-    print(f"mcp-classifier {__version__} listening on http://{shown_host}:{port} (model {settings.model})", file=sys.stderr, flush=True)
+    print(
+        f"mcp-classifier {__version__} listening on http://{shown_host}:{port} (backend {settings.backend}, model {settings.model})",
+        file=sys.stderr,
+        flush=True,
+    )
     config = uvicorn.Config(app, log_level=settings.log_level, access_log=False, lifespan="on", timeout_graceful_shutdown=10)
-    uvicorn.Server(config).run(sockets=[sock])
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        if tracing:
+            from .telemetry import shutdown_tracing
+
+            shutdown_tracing()
     return 0
 
 
 def cmd_stdio(settings: Settings) -> int:
     from .transports.stdio import serve_stdio
 
-    dispatcher, backend = _build_gateway(settings)
+    # stdio serves one local host process: the in-process model, unless an embedder address is given.
+    dispatcher, backend = _build_gateway(settings, force_local=not settings.backend.startswith("grpc://"))
 
     async def run() -> None:
         await backend.start()
@@ -122,6 +141,15 @@ def cmd_classify(settings: Settings, texts: Sequence[str], with_probabilities: b
     return 0
 
 
+def cmd_serve_config(settings: Settings) -> int:
+    import yaml
+
+    from .embedder.serve_config import serve_config
+
+    sys.stdout.write(yaml.safe_dump(serve_config(settings), sort_keys=False))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mcp-classifier", description="MCP classification service for LLM routers.")
     parser.add_argument("--version", action="version", version=f"mcp-classifier {__version__}")
@@ -134,6 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
     classify.add_argument("texts", nargs="+", metavar="TEXT")
     classify.add_argument("--with-probabilities", action="store_true", help="add probabilities and entropy")
     add_settings_flags(classify)
+    serve_cfg = sub.add_parser("serve-config", help="print the Ray Serve config YAML (the RayService's serveConfigV2)")
+    add_settings_flags(serve_cfg)
     return parser
 
 
@@ -153,6 +183,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_serve(settings)
         if args.command == "stdio":
             return cmd_stdio(settings)
+        if args.command == "serve-config":
+            return cmd_serve_config(settings)
         return cmd_classify(settings, args.texts, args.with_probabilities)
     except (CategoryFileError, ModelLoadError, OSError) as exc:
         print(f"mcp-classifier: {exc}", file=sys.stderr)

@@ -42,8 +42,31 @@ class Settings(BaseSettings):
     batch_window_ms: float = Field(
         5.0, ge=0.0, le=1000.0, description="How long a forming batch waits for more requests while the server is busy."
     )
+    batch_slot_chars: int = Field(
+        256, ge=1, description="Token-aware batch sizing on the replicas: a text takes one batch slot per this many characters."
+    )
     max_queue: int = Field(2048, ge=1, description="Requests waiting for the model before new ones are refused (overloaded).")
     request_timeout_s: float = Field(30.0, gt=0, description="Longest a classification may take before the caller gets an error.")
+
+    # --- backend: where the model runs ------------------------------------------------------
+    backend: str = Field(
+        "ray",
+        description="ray: embedded single-node Ray Serve (same path as the cluster); grpc://HOST:PORT: an "
+        "existing Serve gRPC endpoint (Kubernetes); local: in-process model, no Ray.",
+        pattern=r"^(ray|local|grpc://[^\s/]+:\d+)$",
+    )
+    serve_app_name: str = Field("mcp-classifier", description="Ray Serve application name (sent as gRPC 'application' metadata).")
+    serve_grpc_port: int = Field(9000, ge=1, le=65535, description="Serve gRPC proxy port in the Serve config; embedded Ray picks a free port instead.")
+    ray_num_cpus: int = Field(2, ge=1, description="CPUs the embedded Ray node may use.")
+    ray_object_store_mb: int = Field(200, ge=75, description="Object store size of the embedded Ray node (MiB).")
+    replica_num_cpus: float = Field(1.0, ge=0, description="ray_actor_options.num_cpus of each embedder replica.")
+    replica_num_gpus: float = Field(0.0, ge=0, description="ray_actor_options.num_gpus of each embedder replica (1 on a GPU node).")
+    min_replicas: int = Field(1, ge=0, description="Autoscaling: fewest embedder replicas.")
+    max_replicas: int = Field(1, ge=1, description="Autoscaling: most embedder replicas.")
+    target_ongoing_requests: float = Field(16.0, gt=0, description="Autoscaling: ongoing requests per replica to aim for.")
+    max_ongoing_requests: int = Field(64, ge=1, description="Requests one replica accepts at once (must be >= batch_size for @serve.batch to fill).")
+    max_concurrent_batches: int = Field(2, ge=1, description="Batches the gateway keeps in flight to the embedder at once.")
+    grpc_max_attempts: int = Field(4, ge=1, le=5, description="gRPC attempts per call (retries on UNAVAILABLE and RESOURCE_EXHAUSTED, with backoff).")
 
     # --- categories ------------------------------------------------------------------------
     categories_file: Path | None = Field(

@@ -31,3 +31,59 @@ class GatewayMetrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+# ---- OpenTelemetry ----------------------------------------------------------------------------
+_tracing_configured = False
+
+
+def setup_tracing(default_service_name: str) -> bool:
+    """Configure the OTel SDK from the standard OTEL_* variables only.
+
+    An OTLP exporter is added when OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set (protocol from
+    OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL, grpc by default); otherwise the SDK stays off. Idempotent per process.
+    """
+    global _tracing_configured
+    if _tracing_configured:
+        return True
+    import os
+
+    from opentelemetry import trace
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    env = os.environ
+    endpoint = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    if not endpoint or env.get("OTEL_TRACES_EXPORTER", "otlp") == "none" or env.get("OTEL_SDK_DISABLED") == "true":
+        return False
+    attributes = {} if env.get("OTEL_SERVICE_NAME") else {"service.name": default_service_name}
+    provider = TracerProvider(resource=Resource.create(attributes))
+    protocol = env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "grpc"
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    else:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # type: ignore[assignment]
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))  # the exporter reads its own OTEL_* env
+    trace.set_tracer_provider(provider)
+    _tracing_configured = True
+    return True
+
+
+def shutdown_tracing() -> None:
+    """Flush spans still buffered (called on shutdown so the last requests are not lost)."""
+    from opentelemetry import trace
+
+    provider = trace.get_tracer_provider()
+    shutdown = getattr(provider, "shutdown", None)
+    if shutdown is not None:
+        shutdown()
+
+
+def instrument_grpc_client() -> None:
+    """Inject traceparent into every grpc.aio call's metadata. Must run before channels are made."""
+    from opentelemetry.instrumentation.grpc import GrpcAioInstrumentorClient
+
+    instrumentor = GrpcAioInstrumentorClient()
+    if not instrumentor.is_instrumented_by_opentelemetry:
+        instrumentor.instrument()

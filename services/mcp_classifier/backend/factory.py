@@ -6,6 +6,7 @@ from ..core.categories import load_categories
 from ..core.classifier import Classifier
 from ..core.encoder import TextEncoder
 from ..settings import Settings
+from .base import ClassificationBackend
 from .local import LocalBatchingBackend
 
 
@@ -37,3 +38,29 @@ def build_local_backend(settings: Settings) -> LocalBatchingBackend:
         max_queue=settings.max_queue,
         request_timeout_s=settings.request_timeout_s,
     )
+
+
+def build_grpc_backend(settings: Settings, target: str):  # type: ignore[no-untyped-def]
+    from .grpc_client import GrpcBackend
+
+    return GrpcBackend(
+        target,
+        app_name=settings.serve_app_name,
+        timeout_s=settings.request_timeout_s,
+        max_attempts=settings.grpc_max_attempts,
+        batch_size=settings.batch_size,
+        batch_window_ms=settings.batch_window_ms,
+        max_queue=settings.max_queue,
+        max_concurrent_batches=settings.max_concurrent_batches,
+    )
+
+
+def build_backend(settings: Settings, *, force_local: bool = False) -> ClassificationBackend:
+    """local, grpc://HOST:PORT, or ray (embedded Ray Serve reached over gRPC)."""
+    if force_local or settings.backend == "local":
+        return build_local_backend(settings)
+    if settings.backend.startswith("grpc://"):
+        return build_grpc_backend(settings, settings.backend.removeprefix("grpc://"))
+    from .ray_embedded import EmbeddedRayBackend
+
+    return EmbeddedRayBackend(settings, lambda target: build_grpc_backend(settings, target))

@@ -125,6 +125,7 @@ class TextEncoder:
         use_instruction = query_instruction == "always" or (query_instruction == "auto" and self.pooling == "last")
         self.query_prefix = f"Instruct: {instruction}\nQuery:" if use_instruction and instruction else ""
         self.dimensions = int(getattr(self.model.config, "hidden_size", 0))
+        self.last_batch_tokens = 0
 
     @property
     def info(self) -> EncoderInfo:
@@ -156,7 +157,9 @@ class TextEncoder:
         """Embed texts in length-sorted sub-batches (padding costs 2-3x on CPU otherwise)."""
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)
-        order = np.argsort(self.token_counts(texts), kind="stable")
+        counts = self.token_counts(texts)
+        self.last_batch_tokens = int(sum(counts))  # read by tracing (forward span attribute)
+        order = np.argsort(counts, kind="stable")
         out = np.empty((len(texts), self.dimensions), dtype=np.float32)
         for start in range(0, len(texts), self.batch_size):
             idx = order[start : start + self.batch_size]

@@ -6,6 +6,7 @@ import logging
 from typing import Any, Awaitable, Callable
 
 import orjson
+from opentelemetry import trace
 
 from .. import SERVER_NAME, __version__
 from ..backend.base import BackendError
@@ -25,6 +26,7 @@ from .jsonrpc import (
 from .tools import ToolRegistry, UnknownTool
 
 log = logging.getLogger(__name__)
+tracer = trace.get_tracer("mcp_classifier.protocol")
 
 SUPPORTED_PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 FALLBACK_PROTOCOL_VERSION = "2025-06-18"
@@ -99,6 +101,12 @@ class McpDispatcher:
         handler = self._methods.get(method)
         if handler is None:
             raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+        with tracer.start_as_current_span(f"mcp {method}", attributes={"mcp.method": method}) as span:
+            if method == "tools/call" and isinstance(params.get("name"), str):
+                span.set_attribute("mcp.tool", params["name"])
+            return await self._run(method, handler, params)
+
+    async def _run(self, method: str, handler: Handler, params: dict[str, Any]) -> dict[str, Any]:
         try:
             return await handler(params)
         except JsonRpcError:

@@ -128,7 +128,10 @@ def create_app(dispatcher: McpDispatcher, backend: ClassificationBackend, *, max
             payload: dict[str, Any] = {"error": exc.message}
             if exc.data is not None:
                 payload["data"] = exc.data
-            return json_response(payload, status=_HTTP_STATUS_FOR_CODE.get(exc.code, 500))
+            status = _HTTP_STATUS_FOR_CODE.get(exc.code, 500)
+            if isinstance(exc.data, dict) and exc.data.get("kind") == "timeout":
+                status = 504
+            return json_response(payload, status=status)
 
     @app.get("/health")
     async def health() -> Response:

@@ -1,0 +1,73 @@
+"""Domain objects <-> the gRPC messages in protos/ (used by the replica and the gateway's client)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..core.categories import CategoryConfig
+from ..core.classifier import ClassificationResult, ClassifierInfo
+from .v1 import classifier_pb2 as pb
+
+
+def results_to_proto(results: Sequence[ClassificationResult], with_probabilities: bool) -> list[pb.Classification]:
+    return [
+        pb.Classification(
+            class_index=r.class_index,
+            category=r.category,
+            confidence=r.confidence,
+            model=r.model,
+            use_reasoning=r.use_reasoning,
+            probabilities=list(r.probabilities) if with_probabilities else [],
+            entropy=r.entropy,
+        )
+        for r in results
+    ]
+
+
+def results_from_proto(messages: Sequence[pb.Classification]) -> list[ClassificationResult]:
+    return [
+        ClassificationResult(
+            class_index=m.class_index,
+            category=m.category,
+            confidence=m.confidence,
+            model=m.model,
+            use_reasoning=m.use_reasoning,
+            probabilities=tuple(m.probabilities),
+            entropy=m.entropy,
+        )
+        for m in messages
+    ]
+
+
+def info_to_proto(info: ClassifierInfo, stats: pb.BatchStats | None = None) -> pb.InfoResponse:
+    config = info.categories
+    return pb.InfoResponse(
+        model_id=info.model_id,
+        category_set_version=info.category_set_version,
+        policy_version=info.policy_version,
+        index_size=info.index_size,
+        temperature=info.temperature,
+        leave_one_out_accuracy=info.loo_accuracy,
+        device=info.device,
+        dtype=info.dtype,
+        pooling=info.pooling,
+        categories=[pb.Category(name=c.name, description=c.description, system_prompt=c.system_prompt) for c in config.categories],
+        config_json=config.model_dump_json(),
+        batch_stats=stats,
+    )
+
+
+def info_from_proto(message: pb.InfoResponse) -> ClassifierInfo:
+    config = CategoryConfig.model_validate_json(message.config_json)
+    return ClassifierInfo(
+        model_id=message.model_id,
+        device=message.device,
+        dtype=message.dtype,
+        pooling=message.pooling,
+        categories=config,
+        category_set_version=message.category_set_version,
+        policy_version=message.policy_version,
+        index_size=message.index_size,
+        temperature=message.temperature,
+        loo_accuracy=message.leave_one_out_accuracy,
+    )

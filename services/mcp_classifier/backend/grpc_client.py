@@ -1,0 +1,171 @@
+"""Gateway backend over gRPC to Serve's gRPC proxy: one channel, deadlines, retries, coalesced calls."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import Sequence
+
+import grpc
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+
+from ..api.convert import info_from_proto, results_from_proto
+from ..api.v1 import classifier_pb2 as pb
+from ..api.v1 import classifier_pb2_grpc as pb_grpc
+from ..core.classifier import ClassificationResult, ClassifierInfo
+from .base import BackendError, BackendOverloaded, BackendTimeout, BackendUnavailable
+from .coalescer import RequestCoalescer
+
+log = logging.getLogger(__name__)
+tracer = trace.get_tracer("mcp_classifier.gateway")
+
+SERVICE_NAME = "mcp_classifier.api.v1.Classifier"
+READY_PROBE_TIMEOUT_S = 1.0
+READY_CACHE_S = 0.5  # /ready may be polled often: reuse a fresh probe result
+INFO_CACHE_S = 5.0  # list_categories and /health read this; a version change in Classify refreshes it early
+
+
+def channel_options(max_attempts: int) -> list[tuple[str, object]]:
+    """Retries are gRPC's own (service-config retry policy), not a hand-written loop."""
+    service_config = {
+        "methodConfig": [
+            {
+                "name": [{"service": SERVICE_NAME}],
+                "retryPolicy": {
+                    "maxAttempts": max_attempts,
+                    "initialBackoff": "0.05s",
+                    "maxBackoff": "1s",
+                    "backoffMultiplier": 2,
+                    "retryableStatusCodes": ["UNAVAILABLE", "RESOURCE_EXHAUSTED"],
+                },
+            }
+        ]
+    }
+    return [
+        ("grpc.enable_retries", 1),
+        ("grpc.service_config", json.dumps(service_config)),
+        # Reconnect quickly after the embedder comes back, instead of gRPC's default of up to 2 minutes.
+        ("grpc.initial_reconnect_backoff_ms", 100),
+        ("grpc.min_reconnect_backoff_ms", 100),
+        ("grpc.max_reconnect_backoff_ms", 2000),
+        ("grpc.keepalive_time_ms", 30_000),
+        ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    ]
+
+
+def backend_error(exc: grpc.aio.AioRpcError) -> BackendError:
+    code = exc.code()
+    details = exc.details() or code.name
+    if code == grpc.StatusCode.UNAVAILABLE:
+        return BackendUnavailable(f"embedder unreachable: {details}")
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return BackendTimeout(f"embedder did not answer in time: {details}")
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return BackendOverloaded(f"embedder overloaded: {details}")
+    return BackendError(f"embedder error {code.name}: {details}")
+
+
+class GrpcBackend:
+    def __init__(
+        self,
+        target: str,
+        *,
+        app_name: str,
+        timeout_s: float,
+        max_attempts: int,
+        batch_size: int,
+        batch_window_ms: float,
+        max_queue: int,
+        max_concurrent_batches: int,
+    ) -> None:
+        self.target = target
+        self._metadata = (("application", app_name),)
+        self._timeout_s = timeout_s
+        self._max_attempts = max_attempts
+        self._channel: grpc.aio.Channel | None = None
+        self._stub: pb_grpc.ClassifierStub | None = None
+        self._info: tuple[float, ClassifierInfo, pb.InfoResponse] | None = None
+        self._ready: tuple[float, bool] = (0.0, False)
+        self._coalescer = RequestCoalescer(
+            self._classify_batch,
+            batch_size=batch_size,
+            batch_window_ms=batch_window_ms,
+            max_queue=max_queue,
+            request_timeout_s=timeout_s,
+            max_concurrent_batches=max_concurrent_batches,
+        )
+
+    async def start(self) -> None:
+        self._channel = grpc.aio.insecure_channel(self.target, options=channel_options(self._max_attempts))
+        self._stub = pb_grpc.ClassifierStub(self._channel)
+        self._coalescer.start()
+
+    async def close(self) -> None:
+        await self._coalescer.close()
+        if self._channel is not None:
+            await self._channel.close()
+            self._channel = None
+
+    @property
+    def stub(self) -> pb_grpc.ClassifierStub:
+        if self._stub is None:
+            raise BackendUnavailable("the gRPC backend is not started")
+        return self._stub
+
+    async def classify(self, texts: Sequence[str]) -> list[ClassificationResult]:
+        if not texts:
+            return []
+        return await self._coalescer.submit(texts)
+
+    async def info_message(self, timeout_s: float | None = None) -> pb.InfoResponse:
+        try:
+            return await self.stub.Info(pb.InfoRequest(), timeout=timeout_s or self._timeout_s, metadata=self._metadata)
+        except grpc.aio.AioRpcError as exc:
+            raise backend_error(exc) from exc
+
+    async def info(self) -> ClassifierInfo:
+        now = time.monotonic()
+        if self._info is None or now - self._info[0] > INFO_CACHE_S:
+            message = await self.info_message()
+            self._info = (now, info_from_proto(message), message)
+        return self._info[1]
+
+    async def ready(self) -> bool:
+        now = time.monotonic()
+        if now - self._ready[0] > READY_CACHE_S:
+            try:
+                await self.info_message(READY_PROBE_TIMEOUT_S)
+                ok = True
+            except BackendError:
+                ok = False
+            self._ready = (time.monotonic(), ok)
+        return self._ready[1]
+
+    async def _classify_batch(self, texts: list[str], contexts: list[otel_context.Context]) -> list[ClassificationResult]:
+        # The call runs in the first caller's trace and links the others, so every request's
+        # trace reaches the replica (the gRPC instrumentation injects traceparent from this span).
+        links = [trace.Link(trace.get_current_span(c).get_span_context()) for c in contexts[1:]]
+        with tracer.start_as_current_span("gateway embedder call", context=contexts[0], links=links) as span:
+            span.set_attribute("mcp_classifier.batch.texts", len(texts))
+            span.set_attribute("mcp_classifier.batch.requests", len(contexts))
+            try:
+                response = await self.stub.Classify(
+                    pb.ClassifyRequest(texts=texts, with_probabilities=True), timeout=self._timeout_s, metadata=self._metadata
+                )
+            except grpc.aio.AioRpcError as exc:
+                raise backend_error(exc) from exc
+        if self._info is not None and response.category_set_version != self._info[1].category_set_version:
+            self._info = None  # the replicas reloaded their categories: refresh list_categories now
+        return results_from_proto(response.results)
+
+
+async def wait_until_ready(backend: GrpcBackend, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if await backend.ready():
+            return
+        await asyncio.sleep(0.2)
+    raise BackendUnavailable(f"embedder at {backend.target} not reachable after {timeout_s:g} s")

@@ -1,0 +1,62 @@
+"""`--backend ray`: start an embedded Ray Serve, then talk to it over gRPC exactly as on Kubernetes."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from typing import Sequence
+
+from ..core.classifier import ClassificationResult, ClassifierInfo
+from ..settings import Settings
+from .grpc_client import GrpcBackend, wait_until_ready
+
+
+class EmbeddedRayBackend:
+    def __init__(self, settings: Settings, client_factory) -> None:  # type: ignore[no-untyped-def]
+        self._settings = settings
+        self._client_factory = client_factory
+        self._client: GrpcBackend | None = None
+        self._started_ray = False
+
+    @property
+    def client(self) -> GrpcBackend:
+        if self._client is None:
+            raise RuntimeError("embedded Ray backend not started")
+        return self._client
+
+    async def start(self) -> None:
+        from ..embedder.local_cluster import start_local_serve
+
+        port = await asyncio.to_thread(start_local_serve, self._settings)
+        self._started_ray = True
+        _reclaim_signal_handlers()
+        self._client = self._client_factory(f"127.0.0.1:{port}")
+        await self._client.start()
+        await wait_until_ready(self._client, timeout_s=self._settings.request_timeout_s)
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+        if self._started_ray:
+            from ..embedder.local_cluster import stop_local_serve
+
+            await asyncio.to_thread(stop_local_serve)
+            self._started_ray = False
+
+    async def classify(self, texts: Sequence[str]) -> list[ClassificationResult]:
+        return await self.client.classify(texts)
+
+    async def info(self) -> ClassifierInfo:
+        return await self.client.info()
+
+    async def ready(self) -> bool:
+        return self._client is not None and await self._client.ready()
+
+
+def _reclaim_signal_handlers() -> None:
+    """ray.init installs a native SIGTERM handler that kills the process after logging; put the
+    Python handlers (uvicorn's graceful shutdown) back so SIGTERM stops Ray cleanly."""
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        handler = signal.getsignal(sig)
+        if callable(handler):
+            signal.signal(sig, handler)

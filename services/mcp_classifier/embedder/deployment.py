@@ -1,0 +1,141 @@
+"""The Ray Serve deployment: gRPC methods Classify/Info around the classifier core, batched with @serve.batch."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.propagate import extract
+from ray import serve
+from ray.serve.metrics import Histogram
+
+from ..api.convert import info_to_proto, results_to_proto
+from ..api.v1 import classifier_pb2 as pb
+from ..backend.factory import build_classifier
+from ..core.classifier import ClassificationResult
+from ..settings import Settings
+from ..telemetry import setup_tracing
+from .serve_config import DEPLOYMENT_NAME, deployment_options
+
+log = logging.getLogger(__name__)
+TRACER_NAME = "mcp_classifier.embedder"  # the tracer is made per replica: Ray pickles this class by value
+
+WARMUP_TEXTS = ("warm-up query", "a somewhat longer warm-up query so that several sequence lengths get compiled")
+BATCH_SIZE_BUCKETS = 64  # BatchStats keeps exact counts for batches of 1..64 texts, larger ones share the last bucket
+
+
+@dataclass
+class _BatchItem:
+    texts: list[str]
+    span_context: trace.SpanContext
+    slots: int
+    enqueued_at: float
+
+
+def _item_slots(items: list[_BatchItem]) -> int:
+    return sum(item.slots for item in items)
+
+
+@serve.deployment(name=DEPLOYMENT_NAME)
+class Embedder:
+    """One replica: loads the model, warms it up (the replica is ready only after), serves batches."""
+
+    def __init__(self, settings: dict[str, Any]) -> None:
+        setup_tracing("mcp-classifier-embedder")
+        self._tracer = trace.get_tracer(TRACER_NAME)
+        self._settings = Settings(**settings)
+        self._classifier = build_classifier(self._settings)
+        self._classifier.classify(list(WARMUP_TEXTS))
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="forward")
+        self._slot_chars = self._settings.batch_slot_chars
+        self._max_batch_size = self._settings.batch_size
+        self._stats = pb.BatchStats(batch_size_counts=[0] * BATCH_SIZE_BUCKETS)
+        self._batch_sizes = Histogram(
+            "mcp_classifier_embedder_batch_size", description="Texts per model batch",
+            boundaries=[1, 2, 4, 8, 16, 32, 64, 128, 256],
+        )
+        self._queue_wait = Histogram(
+            "mcp_classifier_embedder_queue_wait_seconds", description="Time a request waited for its batch",
+            boundaries=[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0],
+        )
+        self._forward_time = Histogram(
+            "mcp_classifier_embedder_forward_seconds", description="Model forward time per batch",
+            boundaries=[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5],
+        )
+        log.info("embedder replica ready: %s", self._classifier.info.model_id)
+
+    def reconfigure(self, user_config: dict[str, Any]) -> None:
+        """Hot-updatable knobs from the Serve config's user_config."""
+        self._max_batch_size = int(user_config.get("max_batch_size", self._max_batch_size))
+        self._slot_chars = int(user_config.get("batch_slot_chars", self._slot_chars))
+        self._classify_batch.set_max_batch_size(self._max_batch_size)
+        self._classify_batch.set_batch_wait_timeout_s(float(user_config.get("batch_wait_timeout_s", 0.005)))
+
+    async def Classify(self, request: pb.ClassifyRequest, grpc_context: Any = None) -> pb.ClassifyResponse:  # noqa: N802 (gRPC name)
+        metadata = dict(grpc_context.invocation_metadata()) if grpc_context is not None else {}
+        with self._tracer.start_as_current_span("embedder Classify", context=extract(metadata), kind=trace.SpanKind.SERVER) as span:
+            texts = list(request.texts)
+            span.set_attribute("mcp_classifier.texts", len(texts))
+            slots = sum(max(1, math.ceil(len(t) / self._slot_chars)) for t in texts)
+            item = _BatchItem(texts, span.get_span_context(), min(slots, self._max_batch_size), time.perf_counter())
+            results = await self._classify_batch(item) if texts else []
+            info = self._classifier.info
+            return pb.ClassifyResponse(
+                results=results_to_proto(results, request.with_probabilities),
+                category_set_version=info.category_set_version,
+                policy_version=info.policy_version,
+                model_id=info.model_id,
+            )
+
+    async def Info(self, request: pb.InfoRequest, grpc_context: Any = None) -> pb.InfoResponse:  # noqa: N802 (gRPC name)
+        return info_to_proto(self._classifier.info, self._stats)
+
+    @serve.batch(max_batch_size=32, batch_wait_timeout_s=0.005, batch_size_fn=_item_slots)
+    async def _classify_batch(self, items: list[_BatchItem]) -> list[list[ClassificationResult]]:
+        started = time.perf_counter()
+        for item in items:
+            self._queue_wait.observe(started - item.enqueued_at)
+        texts = [t for item in items for t in item.texts]
+        links = [trace.Link(item.span_context) for item in items]
+        parent = trace.set_span_in_context(trace.NonRecordingSpan(items[0].span_context))
+        with self._tracer.start_as_current_span("embedder batch", context=parent, links=links) as span:
+            span.set_attribute("mcp_classifier.batch.requests", len(items))
+            span.set_attribute("mcp_classifier.batch.texts", len(texts))
+            results = await asyncio.get_running_loop().run_in_executor(self._executor, self._forward, texts, span)
+        self._record(len(texts), time.perf_counter() - started)
+        out, offset = [], 0
+        for item in items:
+            out.append(results[offset : offset + len(item.texts)])
+            offset += len(item.texts)
+        return out
+
+    def _forward(self, texts: list[str], batch_span: trace.Span) -> list[ClassificationResult]:
+        with self._tracer.start_as_current_span("embedder forward", context=trace.set_span_in_context(batch_span)) as span:
+            span.set_attribute("mcp_classifier.batch_size", len(texts))
+            results = self._classifier.classify(texts)
+            span.set_attribute("mcp_classifier.tokens", self._classifier.encoder.last_batch_tokens)
+            return results
+
+    def _record(self, n_texts: int, seconds: float) -> None:
+        self._batch_sizes.observe(n_texts)
+        self._forward_time.observe(seconds)
+        self._stats.batches += 1
+        self._stats.texts += n_texts
+        self._stats.largest_batch = max(self._stats.largest_batch, n_texts)
+        self._stats.batch_size_counts[min(n_texts, BATCH_SIZE_BUCKETS) - 1] += 1
+
+
+def build_app(args: dict[str, Any]) -> serve.Application:
+    """Serve config import_path target: args = {"settings": {...replica settings...}}."""
+    return Embedder.bind(args.get("settings", {}))
+
+
+def build_app_with_options(settings: Settings, replica_settings: dict[str, Any]) -> serve.Application:
+    """The embedded path: the same deployment options the Serve config carries, applied directly."""
+    return Embedder.options(**deployment_options(settings)).bind(replica_settings)

@@ -1,0 +1,86 @@
+"""Embedded single-node Ray running the same Serve application as the cluster (for `serve --backend ray`)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+
+from ..settings import Settings
+from .serve_config import SERVICER_FUNCTION, replica_settings, route_prefix
+
+log = logging.getLogger(__name__)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def start_local_serve(settings: Settings) -> int:
+    """Start Ray (explicit CPUs, small object store, no dashboard), Serve's gRPC proxy and the app.
+
+    Returns the gRPC port. Blocks until the replicas have loaded and warmed up the model.
+    """
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    import ray
+    from ray import serve
+    from ray.serve.config import HTTPOptions, gRPCOptions
+
+    from .deployment import build_app_with_options
+
+    grpc_port = free_port()
+    ray.init(
+        num_cpus=settings.ray_num_cpus,
+        num_gpus=None if settings.replica_num_gpus else 0,
+        object_store_memory=settings.ray_object_store_mb * 2**20,
+        include_dashboard=False,
+        configure_logging=False,
+        log_to_driver=True,
+        namespace="mcp-classifier",
+    )
+    serve.start(
+        http_options=HTTPOptions(host="127.0.0.1", port=free_port()),
+        grpc_options=gRPCOptions(port=grpc_port, grpc_servicer_functions=[SERVICER_FUNCTION]),
+    )
+    app = build_app_with_options(settings, replica_settings(settings))
+    serve.run(app, name=settings.serve_app_name, route_prefix=route_prefix(settings), blocking=False)
+    log.info("embedded Ray Serve is up: gRPC on 127.0.0.1:%d, app %s", grpc_port, settings.serve_app_name)
+    return grpc_port
+
+
+def stop_local_serve(timeout_s: float = 20.0) -> None:
+    """Stop Serve and Ray, bounded in time; then end any Ray process that outlived them.
+
+    Ctrl-C in a terminal signals the whole process group, so Ray's own processes may already be
+    dying and serve.shutdown() could wait on them forever: each step gets a deadline, and the
+    last step sweeps up our remaining child processes so nothing we started is left running.
+    """
+    import threading
+
+    import psutil
+    import ray
+    from ray import serve
+
+    me = psutil.Process()
+    for step in (serve.shutdown, ray.shutdown):
+        worker = threading.Thread(target=_quietly, args=(step,), daemon=True)
+        worker.start()
+        worker.join(timeout_s / 2)
+        if worker.is_alive():
+            log.warning("%s did not finish in %.0f s; ending Ray processes directly", step.__qualname__, timeout_s / 2)
+            break
+    leftovers = [p for p in me.children(recursive=True) if p.is_running()]
+    for proc in leftovers:
+        _quietly(proc.terminate)
+    _, alive = psutil.wait_procs(leftovers, timeout=5)
+    for proc in alive:
+        _quietly(proc.kill)
+
+
+def _quietly(fn) -> None:  # type: ignore[no-untyped-def]
+    try:
+        fn()
+    except Exception:  # noqa: BLE001 - shutdown goes on whatever one step does
+        log.debug("shutdown step %s failed", getattr(fn, "__qualname__", fn), exc_info=True)

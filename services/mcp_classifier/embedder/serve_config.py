@@ -1,0 +1,68 @@
+"""Settings -> the Serve config (the file the Helm chart puts in the RayService's serveConfigV2)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..settings import Settings
+
+SERVICER_FUNCTION = "mcp_classifier.api.v1.classifier_pb2_grpc.add_ClassifierServicer_to_server"
+IMPORT_PATH = "mcp_classifier.embedder.deployment:build_app"
+DEPLOYMENT_NAME = "Embedder"
+
+# Settings the replica itself needs to load the model and build the index.
+REPLICA_SETTINGS = ("model", "device", "dtype", "pooling", "query_instruction", "max_seq_length", "torch_threads", "batch_size", "categories_file")
+
+
+def route_prefix(settings: Settings) -> str:
+    """Serve's gRPC proxy only routes to applications that have a route prefix."""
+    return f"/{settings.serve_app_name}"
+
+
+def replica_settings(settings: Settings) -> dict[str, Any]:
+    """Only the fields that differ from the defaults, so the config stays short and readable."""
+    out = {}
+    for name in REPLICA_SETTINGS:
+        value = getattr(settings, name)
+        if value != Settings.model_fields[name].default:
+            out[name] = str(value) if name == "categories_file" else value
+    return out
+
+
+def user_config(settings: Settings) -> dict[str, Any]:
+    """Knobs a replica applies in reconfigure(), so they change without a restart."""
+    return {
+        "max_batch_size": settings.batch_size,
+        "batch_wait_timeout_s": settings.batch_window_ms / 1000.0,
+        "batch_slot_chars": settings.batch_slot_chars,
+    }
+
+
+def deployment_options(settings: Settings) -> dict[str, Any]:
+    return {
+        "name": DEPLOYMENT_NAME,
+        "max_ongoing_requests": max(settings.max_ongoing_requests, settings.batch_size),
+        "ray_actor_options": {"num_cpus": settings.replica_num_cpus, "num_gpus": settings.replica_num_gpus},
+        "autoscaling_config": {
+            "min_replicas": settings.min_replicas,
+            "max_replicas": max(settings.max_replicas, settings.min_replicas),
+            "target_ongoing_requests": settings.target_ongoing_requests,
+        },
+        "user_config": user_config(settings),
+    }
+
+
+def serve_config(settings: Settings) -> dict[str, Any]:
+    return {
+        "proxy_location": "EveryNode",
+        "grpc_options": {"port": settings.serve_grpc_port, "grpc_servicer_functions": [SERVICER_FUNCTION]},
+        "applications": [
+            {
+                "name": settings.serve_app_name,
+                "route_prefix": route_prefix(settings),
+                "import_path": IMPORT_PATH,
+                "args": {"settings": replica_settings(settings)},
+                "deployments": [deployment_options(settings)],
+            }
+        ],
+    }

@@ -1,0 +1,203 @@
+"""The real stack: embedded Ray Serve (gRPC proxy, @serve.batch replica) behind the gateway, traced end to end."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import re
+import secrets
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Iterator
+
+import grpc
+import httpx
+import numpy as np
+import psutil
+import pytest
+
+from mcp_classifier.api.v1 import classifier_pb2 as pb
+from mcp_classifier.api.v1 import classifier_pb2_grpc as pb_grpc
+from mcp_classifier.backend.factory import build_classifier
+from mcp_classifier.embedder.local_cluster import free_port
+from mcp_classifier.settings import Settings
+
+from .conftest import ServerProcess, assert_valid_classification, start_server
+from .otlp_receiver import OtlpReceiver
+from .tcp_forwarder import TcpForwarder
+
+pytestmark = pytest.mark.slow
+
+TEXTS = [
+    "what is 17 times 23",
+    "how does a vaccine train the immune system",
+    "write a python function that reverses a string",
+    "what caused the fall of the berlin wall",
+    "any ideas for a rainy weekend",
+    "integrate x times e to the x",
+    "how do black holes form",
+    "explain how https keeps traffic private",
+]
+APP_METADATA = (("application", "mcp-classifier"),)
+
+
+@pytest.fixture(scope="module")
+def otlp() -> Iterator[OtlpReceiver]:
+    receiver = OtlpReceiver()
+    receiver.start()
+    yield receiver
+    receiver.stop()
+
+
+@pytest.fixture(scope="module")
+def ray_stack(tmp_path_factory: pytest.TempPathFactory, otlp: OtlpReceiver) -> Iterator[ServerProcess]:
+    """`mcp-classifier serve --backend ray`, its spans sent to the in-test OTLP receiver."""
+    env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": otlp.endpoint,
+        "OTEL_EXPORTER_OTLP_INSECURE": "true",
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
+        "RAY_AUTH_MODE": "disabled",
+    }
+    proc = start_server(tmp_path_factory.mktemp("ray"), "--backend", "ray", "--request-timeout-s", "20", env=env)
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def serve_grpc_port(ray_stack: ServerProcess) -> int:
+    match = re.search(r"gRPC on 127\.0\.0\.1:(\d+)", ray_stack.log())
+    assert match, ray_stack.log()
+    return int(match.group(1))
+
+
+@pytest.fixture(scope="module")
+def local_results() -> list[dict]:
+    classifier = build_classifier(Settings(model="builtin:minilm"))
+    return [r.to_public(True) for r in classifier.classify(TEXTS)]
+
+
+def _rest_classify(url: str, text: str, headers: dict[str, str] | None = None) -> dict:
+    response = httpx.post(
+        f"{url}/mcp/tools/call",
+        json={"name": "classify_text", "arguments": {"text": text, "with_probabilities": True}},
+        headers=headers,
+        timeout=30,
+    )
+    assert response.status_code == 200, response.text
+    return response.json()["structuredContent"]
+
+
+def _jsonrpc_classify(url: str, text: str) -> dict:
+    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "classify_text", "arguments": {"text": text, "with_probabilities": True}}}
+    response = httpx.post(f"{url}/mcp", json=body, timeout=30)
+    assert response.status_code == 200, response.text
+    return response.json()["result"]["structuredContent"]
+
+
+def _assert_same(a: dict, b: dict) -> None:
+    assert a["class"] == b["class"] and a["model"] == b["model"] and a["use_reasoning"] == b["use_reasoning"]
+    np.testing.assert_allclose(a["probabilities"], b["probabilities"], atol=1e-4)
+
+
+def test_both_mcp_styles_through_ray_equal_the_in_process_backend(ray_stack: ServerProcess, local_results: list[dict], category_count: int) -> None:
+    health = httpx.get(f"{ray_stack.url}/health").json()
+    assert health["status"] == "ok" and health["index_size"] > 0
+    for text, expected in zip(TEXTS, local_results):
+        for answer in (_rest_classify(ray_stack.url, text), _jsonrpc_classify(ray_stack.url, text)):
+            assert_valid_classification(answer, category_count)
+            _assert_same(answer, expected)
+
+
+def test_concurrent_requests_form_batches_on_the_replica_and_match_unbatched(ray_stack: ServerProcess, serve_grpc_port: int, local_results: list[dict]) -> None:
+    texts = TEXTS * 4
+    with grpc.insecure_channel(f"127.0.0.1:{serve_grpc_port}") as channel:
+        stub = pb_grpc.ClassifierStub(channel)
+        before = stub.Info(pb.InfoRequest(), metadata=APP_METADATA, timeout=10).batch_stats
+        with concurrent.futures.ThreadPoolExecutor(max_workers=32) as pool:
+            answers = list(pool.map(lambda t: _rest_classify(ray_stack.url, t), texts))
+        after = stub.Info(pb.InfoRequest(), metadata=APP_METADATA, timeout=10).batch_stats
+    batches = after.batches - before.batches
+    assert after.texts - before.texts == len(texts)
+    assert batches < len(texts), f"32 concurrent requests ran as {batches} batches: no batching"
+    sizes = [i + 1 for i, (a, b) in enumerate(zip(after.batch_size_counts, before.batch_size_counts)) for _ in range(a - b)]
+    assert max(sizes) > 1, sizes
+    for text, answer in zip(texts, answers):
+        _assert_same(answer, local_results[TEXTS.index(text)])
+
+
+def test_one_request_is_traced_across_gateway_grpc_replica_batch_and_forward(ray_stack: ServerProcess, otlp: OtlpReceiver) -> None:
+    trace_id, caller_span_id = secrets.token_hex(16), secrets.token_hex(8)
+    traceparent = f"00-{trace_id}-{caller_span_id}-01"
+    _rest_classify(ray_stack.url, "how far away is the andromeda galaxy", headers={"traceparent": traceparent})
+    wanted = {"gateway http", "mcp tools/call", "grpc client", "embedder Classify", "embedder batch", "embedder forward"}
+    deadline = time.monotonic() + 30
+    found: dict[str, object] = {}
+    while time.monotonic() < deadline and set(found) != wanted:
+        for span in otlp.spans():
+            in_trace = span.trace_id == trace_id
+            if in_trace and span.service == "mcp-classifier-gateway" and span.name == "POST /mcp/{method:path}" and span.parent_span_id == caller_span_id:
+                found["gateway http"] = span
+            elif in_trace and span.name == "mcp tools/call":
+                found["mcp tools/call"] = span
+            elif in_trace and span.name == "/mcp_classifier.api.v1.Classifier/Classify" and span.service == "mcp-classifier-gateway":
+                found["grpc client"] = span
+            elif in_trace and span.name == "embedder Classify" and span.service == "mcp-classifier-embedder":
+                found["embedder Classify"] = span
+            elif span.name == "embedder batch" and trace_id in span.link_trace_ids:
+                found["embedder batch"] = span
+            elif in_trace and span.name == "embedder forward":
+                found["embedder forward"] = span
+        time.sleep(0.3)
+    assert set(found) == wanted, f"missing spans: {wanted - set(found)}; got {sorted({s.name for s in otlp.spans()})}"
+    forward = found["embedder forward"]
+    assert forward.attributes["mcp_classifier.batch_size"] >= 1 and forward.attributes["mcp_classifier.tokens"] > 0  # type: ignore[attr-defined]
+
+
+def test_backend_down_answers_within_the_deadline_and_recovers_without_restart(tmp_path: Path, serve_grpc_port: int, category_count: int) -> None:
+    port = free_port()
+    gateway = start_server(tmp_path, "--backend", f"grpc://127.0.0.1:{port}", "--request-timeout-s", "2", wait_ready=False)
+    forwarder = TcpForwarder(port, ("127.0.0.1", serve_grpc_port))
+    try:
+        assert httpx.get(f"{gateway.url}/ready", timeout=5).status_code == 503
+        started = time.monotonic()
+        rest = httpx.post(f"{gateway.url}/mcp/tools/call", json={"name": "classify_text", "arguments": {"text": "hi"}}, timeout=10)
+        rpc = httpx.post(f"{gateway.url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "classify_text", "arguments": {"text": "hi"}}}, timeout=10)
+        assert time.monotonic() - started < 2 * 2 + 2  # two calls, each bounded by the 2 s deadline
+        assert rest.status_code in (503, 504) and "embedder" in rest.json()["error"]
+        assert rpc.json()["error"]["code"] == -32000 and "embedder" in rpc.json()["error"]["message"]
+
+        forwarder.start()
+        _wait_ready(gateway.url, expect=True)
+        assert_valid_classification(_rest_classify(gateway.url, "what is the square root of 144"), category_count)
+
+        forwarder.stop()
+        _wait_ready(gateway.url, expect=False)
+        forwarder.start()
+        _wait_ready(gateway.url, expect=True)
+        assert_valid_classification(_rest_classify(gateway.url, "who painted the sistine chapel ceiling"), category_count)
+    finally:
+        forwarder.stop()
+        gateway.stop()
+
+
+def _wait_ready(url: str, *, expect: bool, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if (httpx.get(f"{url}/ready", timeout=5).status_code == 200) == expect:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"/ready did not become {expect} within {timeout_s}s")
+
+
+def test_sigterm_stops_the_embedded_ray_it_started(tmp_path: Path) -> None:
+    """Runs last in this module: its own `serve --backend ray`, stopped by its PID; no Ray process may outlive it."""
+    proc = start_server(tmp_path, "--backend", "ray", env={"RAY_AUTH_MODE": "disabled"})
+    children = psutil.Process(proc.process.pid).children(recursive=True)
+    assert any("raylet" in " ".join(c.cmdline()) for c in children if c.is_running())
+    proc.process.send_signal(signal.SIGTERM)
+    proc.process.wait(timeout=60)
+    gone, alive = psutil.wait_procs(children, timeout=30)
+    assert not alive, f"still running after SIGTERM: {[' '.join(p.cmdline())[:80] for p in alive]}"

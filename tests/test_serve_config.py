@@ -1,0 +1,32 @@
+"""`mcp-classifier serve-config`: the Serve config the Helm chart embeds, built from the same settings."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import yaml
+
+from mcp_classifier.embedder.serve_config import SERVICER_FUNCTION, serve_config
+from mcp_classifier.settings import Settings
+
+
+def test_serve_config_carries_batching_gpus_autoscaling_and_grpc_ingress() -> None:
+    settings = Settings(batch_size=48, replica_num_gpus=1, min_replicas=2, max_replicas=6, max_ongoing_requests=16, model="Qwen/Qwen3-Embedding-0.6B")
+    config = serve_config(settings)
+    assert config["grpc_options"]["grpc_servicer_functions"] == [SERVICER_FUNCTION]
+    (app,) = config["applications"]
+    (deployment,) = app["deployments"]
+    assert deployment["ray_actor_options"]["num_gpus"] == 1
+    assert deployment["max_ongoing_requests"] >= deployment["user_config"]["max_batch_size"] == 48
+    assert deployment["autoscaling_config"]["min_replicas"] == 2 and deployment["autoscaling_config"]["max_replicas"] == 6
+    assert app["args"]["settings"]["model"] == "Qwen/Qwen3-Embedding-0.6B"
+    assert app["route_prefix"] == "/mcp-classifier"
+
+
+def test_cli_prints_the_same_config_for_the_same_flags() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "mcp_classifier.cli", "serve-config", "--replica-num-gpus", "1", "--max-replicas", "3"],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    assert yaml.safe_load(out) == serve_config(Settings(replica_num_gpus=1, max_replicas=3))
