@@ -688,6 +688,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if not hasattr(args, "backend"):
+        args.backend = "local"  # this benchmark measures the in-process backend unless told otherwise
     settings = settings_from_args(args)
     texts = list(TEXTS)
     server_args = server_args_from(args)

@@ -7,7 +7,9 @@ import json
 import os
 import re
 import secrets
+import shutil
 import signal
+import threading
 import subprocess
 import time
 from pathlib import Path
@@ -26,6 +28,7 @@ from mcp_classifier.embedder.local_cluster import free_port
 from mcp_classifier.settings import Settings
 
 from .conftest import ServerProcess, assert_valid_classification, start_server
+from .test_hot_reload import DEFAULT_FILE, FINANCE_QUERY, _write_with_finance
 from .otlp_receiver import OtlpReceiver
 from .tcp_forwarder import TcpForwarder
 
@@ -53,7 +56,14 @@ def otlp() -> Iterator[OtlpReceiver]:
 
 
 @pytest.fixture(scope="module")
-def ray_stack(tmp_path_factory: pytest.TempPathFactory, otlp: OtlpReceiver) -> Iterator[ServerProcess]:
+def ray_categories(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("ray-categories") / "categories.yaml"
+    shutil.copy(DEFAULT_FILE, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def ray_stack(tmp_path_factory: pytest.TempPathFactory, otlp: OtlpReceiver, ray_categories: Path) -> Iterator[ServerProcess]:
     """`mcp-classifier serve --backend ray`, its spans sent to the in-test OTLP receiver."""
     env = {
         "OTEL_EXPORTER_OTLP_ENDPOINT": otlp.endpoint,
@@ -61,7 +71,11 @@ def ray_stack(tmp_path_factory: pytest.TempPathFactory, otlp: OtlpReceiver) -> I
         "OTEL_BSP_SCHEDULE_DELAY": "100",
         "RAY_AUTH_MODE": "disabled",
     }
-    proc = start_server(tmp_path_factory.mktemp("ray"), "--backend", "ray", "--request-timeout-s", "20", env=env)
+    # --no-cache: these tests measure the Ray path itself (the cache has its own tests).
+    proc = start_server(
+        tmp_path_factory.mktemp("ray"), "--backend", "ray", "--no-cache", "--request-timeout-s", "20",
+        "--categories-file", str(ray_categories), env=env,
+    )
     yield proc
     proc.stop()
 
@@ -158,7 +172,7 @@ def test_one_request_is_traced_across_gateway_grpc_replica_batch_and_forward(ray
 
 def test_backend_down_answers_within_the_deadline_and_recovers_without_restart(tmp_path: Path, serve_grpc_port: int, category_count: int) -> None:
     port = free_port()
-    gateway = start_server(tmp_path, "--backend", f"grpc://127.0.0.1:{port}", "--request-timeout-s", "2", wait_ready=False)
+    gateway = start_server(tmp_path, "--backend", f"grpc://127.0.0.1:{port}", "--no-cache", "--request-timeout-s", "2", wait_ready=False)
     forwarder = TcpForwarder(port, ("127.0.0.1", serve_grpc_port))
     try:
         assert httpx.get(f"{gateway.url}/ready", timeout=5).status_code == 503
@@ -190,6 +204,43 @@ def _wait_ready(url: str, *, expect: bool, timeout_s: float = 20.0) -> None:
             return
         time.sleep(0.2)
     raise AssertionError(f"/ready did not become {expect} within {timeout_s}s")
+
+
+def test_categories_change_reaches_the_replicas_under_load(ray_stack: ServerProcess, ray_categories: Path) -> None:
+    """Runs after the tests that compare with the 5-category local model: the replica reloads its own file."""
+    failures: list[str] = []
+    stop = threading.Event()
+
+    def load() -> None:
+        while not stop.is_set():
+            try:
+                answer = _rest_classify(ray_stack.url, "what is the boiling point of ethanol")
+                assert len(answer["probabilities"]) in (5, 6)
+            except Exception as exc:  # noqa: BLE001 - every failure is recorded and fails the test
+                failures.append(repr(exc))
+
+    workers = [threading.Thread(target=load) for _ in range(3)]
+    for w in workers:
+        w.start()
+    try:
+        _write_with_finance(ray_categories)
+        deadline = time.monotonic() + 60
+        finance: dict = {}
+        while time.monotonic() < deadline:
+            finance = _rest_classify(ray_stack.url, FINANCE_QUERY)
+            if len(finance["probabilities"]) == 6:
+                break
+            time.sleep(0.3)
+    finally:
+        stop.set()
+        for w in workers:
+            w.join()
+    assert not failures, failures[:5]
+    assert finance["category"] == "finance", finance
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and len(httpx.get(f"{ray_stack.url}/health").json()["categories"]) != 6:
+        time.sleep(0.3)
+    assert httpx.get(f"{ray_stack.url}/health").json()["categories"][-1] == "finance"
 
 
 def test_sigterm_stops_the_embedded_ray_it_started(tmp_path: Path) -> None:

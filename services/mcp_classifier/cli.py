@@ -68,29 +68,51 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _build_gateway(settings: Settings, *, force_local: bool = False):  # type: ignore[no-untyped-def]
+def _build_gateway(settings: Settings, *, force_local: bool = False, wrap=None):  # type: ignore[no-untyped-def]
     from .backend.factory import build_backend
     from .protocol.classify_tools import register_classification_tools
     from .protocol.dispatcher import McpDispatcher
     from .protocol.tools import ToolRegistry
 
     backend = build_backend(settings, force_local=force_local)
+    if wrap is not None:
+        backend = wrap(backend)  # e.g. the Redis cache (serve only)
     registry = ToolRegistry()
     register_classification_tools(registry, backend, settings.max_text_length)
     return McpDispatcher(registry), backend
 
 
 def cmd_serve(settings: Settings) -> int:
+    from .cache.runtime import RedisRuntime
+    from .telemetry import GatewayMetrics
+
+    # Redis first (an embedded redis-server when no URL is given): it is stopped in the finally below.
+    metrics = GatewayMetrics()
+    redis = RedisRuntime(settings, metrics.registry)
+    try:
+        return _serve(settings, metrics, redis)
+    finally:
+        redis.stop_embedded()
+
+
+def _serve(settings: Settings, metrics, redis) -> int:  # type: ignore[no-untyped-def]
     import uvicorn
 
+    from .edge import build_edge_guard
     from .telemetry import instrument_grpc_client, setup_tracing
-    from .transports.http import create_app
+    from .transports.http import create_app, route_label
 
+    edge = build_edge_guard(settings, metrics, link=redis.link, redis_metrics=redis.metrics, route_label=route_label)
     tracing = setup_tracing("mcp-classifier-gateway")
     if tracing:
         instrument_grpc_client()
-    dispatcher, backend = _build_gateway(settings)
-    app = create_app(dispatcher, backend, max_body_bytes=settings.max_body_bytes)
+    dispatcher, backend = _build_gateway(settings, wrap=redis.wrap_backend)
+    services: list[object] = [redis]
+    if settings.categories_file is not None:
+        from .hot_reload import HotReload
+
+        services.append(HotReload(backend, settings.categories_file))
+    app = create_app(dispatcher, backend, max_body_bytes=settings.max_body_bytes, metrics=metrics, edge=edge, services=services)
     if tracing:
         from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
@@ -150,6 +172,48 @@ def cmd_serve_config(settings: Settings) -> int:
     return 0
 
 
+class CliError(Exception):
+    """A failure the user can fix (bad file, unreachable URL): printed as one line, exit code 1."""
+
+
+def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
+    try:
+        return _run_eval(settings, args)
+    except Exception as exc:  # noqa: BLE001 - sorted below: user-fixable problems become one clear line
+        import httpx
+
+        from .evaluation.dataset import DatasetError
+        from .evaluation.systems import RemoteError
+
+        if isinstance(exc, (DatasetError, RemoteError, httpx.HTTPError)):
+            raise CliError(f"eval: {exc}") from exc
+        raise
+
+
+def _run_eval(settings: Settings, args: argparse.Namespace) -> int:
+    from .evaluation.dataset import load_dataset
+    from .evaluation.metrics import evaluate
+    from .evaluation.report import summary_table, write_report
+    from .evaluation.systems import predict_local, predict_remote
+
+    queries = load_dataset(args.data)
+    texts = [q.text for q in queries]
+    systems: list[tuple[str, object]] = []
+    if args.local or not args.url:
+        systems.append((f"local {settings.model}", lambda: predict_local(settings, texts)))
+    for url in args.url or []:
+        systems.append((url, lambda url=url: predict_remote(url, texts)))
+    print(f"evaluating {len(systems)} system(s) on {len(queries)} labelled queries from {args.data}", file=sys.stderr)
+    evaluations = [
+        evaluate(name, [q.category for q in queries], run(), [q.expected_use_reasoning for q in queries], texts)  # type: ignore[operator]
+        for name, run in systems
+    ]
+    report = write_report(evaluations, args.out, args.data.name)
+    print(summary_table(evaluations))
+    print(f"\nreport: {report} (JSON: {report.with_suffix('.json')})", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mcp-classifier", description="MCP classification service for LLM routers.")
     parser.add_argument("--version", action="version", version=f"mcp-classifier {__version__}")
@@ -162,6 +226,12 @@ def build_parser() -> argparse.ArgumentParser:
     classify.add_argument("texts", nargs="+", metavar="TEXT")
     classify.add_argument("--with-probabilities", action="store_true", help="add probabilities and entropy")
     add_settings_flags(classify)
+    evaluate = sub.add_parser("eval", help="evaluate on labelled queries (JSONL/CSV: text, category[, expected_use_reasoning])")
+    evaluate.add_argument("--data", type=Path, required=True, help="labelled file (.jsonl or .csv)")
+    evaluate.add_argument("--url", action="append", help="a running MCP classifier to evaluate (REST style); repeatable")
+    evaluate.add_argument("--local", action="store_true", help="also evaluate the local model when --url is given")
+    evaluate.add_argument("--out", type=Path, default=Path("eval-report"), help="report folder [default: eval-report]")
+    add_settings_flags(evaluate)
     serve_cfg = sub.add_parser("serve-config", help="print the Ray Serve config YAML (the RayService's serveConfigV2)")
     add_settings_flags(serve_cfg)
     return parser
@@ -185,8 +255,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_stdio(settings)
         if args.command == "serve-config":
             return cmd_serve_config(settings)
+        if args.command == "eval":
+            return cmd_eval(settings, args)
         return cmd_classify(settings, args.texts, args.with_probabilities)
-    except (CategoryFileError, ModelLoadError, OSError) as exc:
+    except (CategoryFileError, ModelLoadError, OSError, CliError) as exc:
         print(f"mcp-classifier: {exc}", file=sys.stderr)
         return 1
 

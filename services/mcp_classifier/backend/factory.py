@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
-from ..core.categories import load_categories
-from ..core.classifier import Classifier
-from ..core.encoder import TextEncoder
+from typing import TYPE_CHECKING
+
 from ..settings import Settings
 from .base import ClassificationBackend
-from .local import LocalBatchingBackend
+
+if TYPE_CHECKING:  # the model stack (torch) is imported only where a model is built: the gateway image has none
+    from ..core.classifier import Classifier
+    from .local import LocalBatchingBackend
 
 
-def build_classifier(settings: Settings) -> Classifier:
+def build_classifier(settings: Settings) -> "Classifier":
     """Load the model and build the category index (slow: seconds). Runs wherever the model lives."""
     import torch
+
+    from ..core.categories import load_categories
+    from ..core.classifier import Classifier
+    from ..core.encoder import TextEncoder
 
     if settings.torch_threads:
         torch.set_num_threads(settings.torch_threads)
@@ -30,9 +36,13 @@ def build_classifier(settings: Settings) -> Classifier:
     return Classifier(encoder, config)
 
 
-def build_local_backend(settings: Settings) -> LocalBatchingBackend:
+def build_local_backend(settings: Settings) -> "LocalBatchingBackend":
+    from .local import LocalBatchingBackend
+    from .model_worker import ThreadModelWorker
+
     return LocalBatchingBackend(
-        lambda: build_classifier(settings),
+        ThreadModelWorker(lambda: build_classifier(settings)),
+        categories_file=settings.categories_file,
         batch_size=settings.batch_size,
         batch_window_ms=settings.batch_window_ms,
         max_queue=settings.max_queue,

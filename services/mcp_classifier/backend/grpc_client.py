@@ -15,7 +15,7 @@ from opentelemetry import trace
 from ..api.convert import info_from_proto, results_from_proto
 from ..api.v1 import classifier_pb2 as pb
 from ..api.v1 import classifier_pb2_grpc as pb_grpc
-from ..core.classifier import ClassificationResult, ClassifierInfo
+from ..core.results import ClassificationResult, ClassifierInfo
 from .base import BackendError, BackendOverloaded, BackendTimeout, BackendUnavailable
 from .coalescer import RequestCoalescer
 
@@ -143,6 +143,12 @@ class GrpcBackend:
                 ok = False
             self._ready = (time.monotonic(), ok)
         return self._ready[1]
+
+    async def reload_categories(self) -> bool:
+        """Replicas reload their own file (watch or user_config); here only the cached Info is dropped."""
+        before = self._info[1].category_set_version if self._info else None
+        self._info = None
+        return before is not None and (await self.info()).category_set_version != before
 
     async def _classify_batch(self, texts: list[str], contexts: list[otel_context.Context]) -> list[ClassificationResult]:
         # The call runs in the first caller's trace and links the others, so every request's

@@ -6,7 +6,7 @@ import asyncio
 import signal
 from typing import Sequence
 
-from ..core.classifier import ClassificationResult, ClassifierInfo
+from ..core.results import ClassificationResult, ClassifierInfo
 from ..settings import Settings
 from .grpc_client import GrpcBackend, wait_until_ready
 
@@ -17,6 +17,7 @@ class EmbeddedRayBackend:
         self._client_factory = client_factory
         self._client: GrpcBackend | None = None
         self._started_ray = False
+        self._reload_generation = 0
 
     @property
     def client(self) -> GrpcBackend:
@@ -51,6 +52,16 @@ class EmbeddedRayBackend:
 
     async def ready(self) -> bool:
         return self._client is not None and await self._client.ready()
+
+    async def reload_categories(self) -> bool:
+        """Bump user_config's reload_generation: Serve reconfigures every replica, each re-reads the file."""
+        from ..embedder.local_cluster import deploy_app
+
+        before = (await self.client.info()).category_set_version
+        self._reload_generation += 1
+        await asyncio.to_thread(deploy_app, self._settings, self._reload_generation)
+        await self.client.reload_categories()
+        return (await self.client.info()).category_set_version != before
 
 
 def _reclaim_signal_handlers() -> None:

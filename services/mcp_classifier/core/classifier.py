@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from .categories import CategoryConfig
+from .categories import CategoryConfig, CategoryFileError, load_categories
+from .results import ClassificationResult, ClassifierInfo
 from .encoder import TextEncoder
 from .index import CategoryIndex
 from .routing import RoutingPolicy
@@ -17,67 +19,12 @@ from .scoring import entropy_nats
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class ClassificationResult:
-    """Always carries the probabilities, so one cached entry serves both with_probabilities forms."""
-
-    class_index: int
-    category: str
-    confidence: float
-    model: str
-    use_reasoning: bool
-    probabilities: tuple[float, ...]
-    entropy: float
-
-    def to_public(self, with_probabilities: bool) -> dict[str, Any]:
-        """The classify_text JSON (DESIGN §3)."""
-        out: dict[str, Any] = {
-            "class": self.class_index,
-            "category": self.category,
-            "confidence": self.confidence,
-            "model": self.model,
-            "use_reasoning": self.use_reasoning,
-        }
-        if with_probabilities:
-            out["probabilities"] = list(self.probabilities)
-            out["entropy"] = self.entropy
-        return out
-
-    def to_dict(self) -> dict[str, Any]:
-        return self.to_public(with_probabilities=True)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ClassificationResult":
-        return cls(
-            class_index=int(data["class"]),
-            category=str(data["category"]),
-            confidence=float(data["confidence"]),
-            model=str(data["model"]),
-            use_reasoning=bool(data["use_reasoning"]),
-            probabilities=tuple(float(p) for p in data["probabilities"]),
-            entropy=float(data["entropy"]),
-        )
-
-
-@dataclass(frozen=True)
-class ClassifierInfo:
-    model_id: str
-    device: str
-    dtype: str
-    pooling: str
-    categories: CategoryConfig
-    category_set_version: str
-    policy_version: str
-    index_size: int
-    temperature: float
-    loo_accuracy: float
-
-
 class Classifier:
     """Synchronous and CPU/GPU-bound: callers run it off the event loop (worker thread or replica)."""
 
     def __init__(self, encoder: TextEncoder, config: CategoryConfig) -> None:
         self.encoder = encoder
+        self.reload_error: str | None = None
         self._install(config)
 
     def _install(self, config: CategoryConfig) -> None:
@@ -91,6 +38,26 @@ class Classifier:
 
     def reload(self, config: CategoryConfig) -> None:
         self._install(config)
+
+    def reload_from(self, path: Path | str) -> bool:
+        """Hot reload: apply the file if it is valid and differs; a bad file keeps the old one in place.
+
+        Returns True when a new category set or policy went live.
+        """
+        try:
+            config = load_categories(path)
+        except CategoryFileError as exc:
+            self.reload_error = str(exc)
+            log.error("categories reload refused, keeping version %s: %s", self.info.category_set_version, exc)
+            return False
+        current = self._state[0]
+        if (config.category_set_version, config.policy_version) == (current.category_set_version, current.policy_version):
+            self.reload_error = None
+            return False
+        self._install(config)
+        self.reload_error = None  # cleared only once the new version is live
+        log.info("categories reloaded from %s: version %s, %d categories", path, config.category_set_version, len(config.categories))
+        return True
 
     @property
     def info(self) -> ClassifierInfo:
@@ -107,6 +74,7 @@ class Classifier:
             index_size=index.size,
             temperature=index.calibration.temperature,
             loo_accuracy=index.calibration.loo_accuracy,
+            reload_error=self.reload_error,
         )
 
     def classify(self, texts: Sequence[str]) -> list[ClassificationResult]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Sequence
@@ -126,6 +127,9 @@ class TextEncoder:
         self.query_prefix = f"Instruct: {instruction}\nQuery:" if use_instruction and instruction else ""
         self.dimensions = int(getattr(self.model.config, "hidden_size", 0))
         self.last_batch_tokens = 0
+        # HF fast tokenizers change their padding/truncation state per call: not safe to share
+        # across threads, so calls are serialised (the forward itself runs concurrently).
+        self._tokenizer_lock = threading.Lock()
 
     @property
     def info(self) -> EncoderInfo:
@@ -150,7 +154,8 @@ class TextEncoder:
         return self.encode(texts)
 
     def token_counts(self, texts: Sequence[str]) -> list[int]:
-        ids = self.tokenizer(list(texts), truncation=True, max_length=self.max_seq_length)["input_ids"]
+        with self._tokenizer_lock:
+            ids = self.tokenizer(list(texts), truncation=True, max_length=self.max_seq_length)["input_ids"]
         return [len(x) for x in ids]
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
@@ -168,9 +173,10 @@ class TextEncoder:
 
     @torch.inference_mode()
     def _forward(self, texts: list[str]) -> np.ndarray:
-        batch = self.tokenizer(
-            texts, padding=True, truncation=True, max_length=self.max_seq_length, return_tensors="pt"
-        ).to(self.device)
+        with self._tokenizer_lock:
+            batch = self.tokenizer(
+                texts, padding=True, truncation=True, max_length=self.max_seq_length, return_tensors="pt"
+            ).to(self.device)
         hidden = self.model(**batch).last_hidden_state
         mask = batch["attention_mask"]
         pooled = pool(hidden, mask, self.pooling, left_padded=self.tokenizer.padding_side == "left")

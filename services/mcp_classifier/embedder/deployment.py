@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from ..api.convert import info_to_proto, results_to_proto
 from ..api.v1 import classifier_pb2 as pb
 from ..backend.factory import build_classifier
 from ..core.classifier import ClassificationResult
+from ..core.file_watch import watch_file_in_thread
 from ..settings import Settings
 from ..telemetry import setup_tracing
 from .serve_config import DEPLOYMENT_NAME, deployment_options
@@ -56,6 +58,12 @@ class Embedder:
         self._slot_chars = self._settings.batch_slot_chars
         self._max_batch_size = self._settings.batch_size
         self._stats = pb.BatchStats(batch_size_counts=[0] * BATCH_SIZE_BUCKETS)
+        self._reload_generation = 0
+        self._stop_watch = threading.Event()
+        if self._settings.categories_file is not None:
+            # Each replica watches its own copy (a ConfigMap mount on Kubernetes), so a change
+            # reaches every replica even when no gateway asks for it.
+            watch_file_in_thread(self._settings.categories_file, self._reload_categories, self._stop_watch)
         self._batch_sizes = Histogram(
             "mcp_classifier_embedder_batch_size", description="Texts per model batch",
             boundaries=[1, 2, 4, 8, 16, 32, 64, 128, 256],
@@ -71,7 +79,11 @@ class Embedder:
         log.info("embedder replica ready: %s", self._classifier.info.model_id)
 
     def reconfigure(self, user_config: dict[str, Any]) -> None:
-        """Hot-updatable knobs from the Serve config's user_config."""
+        """Hot-updatable knobs from the Serve config's user_config; a new reload_generation re-reads the categories."""
+        generation = int(user_config.get("reload_generation", 0))
+        if generation != self._reload_generation:
+            self._reload_generation = generation
+            self._reload_categories()
         self._max_batch_size = int(user_config.get("max_batch_size", self._max_batch_size))
         self._slot_chars = int(user_config.get("batch_slot_chars", self._slot_chars))
         self._classify_batch.set_max_batch_size(self._max_batch_size)
@@ -122,6 +134,14 @@ class Embedder:
             span.set_attribute("mcp_classifier.tokens", self._classifier.encoder.last_batch_tokens)
             return results
 
+    def _reload_categories(self) -> None:
+        if self._settings.categories_file is not None:
+            # On the forward thread: the swap happens between batches, never inside one.
+            self._executor.submit(self._classifier.reload_from, self._settings.categories_file).result()
+
+    def __del__(self) -> None:
+        self._stop_watch.set()
+
     def _record(self, n_texts: int, seconds: float) -> None:
         self._batch_sizes.observe(n_texts)
         self._forward_time.observe(seconds)
@@ -136,6 +156,8 @@ def build_app(args: dict[str, Any]) -> serve.Application:
     return Embedder.bind(args.get("settings", {}))
 
 
-def build_app_with_options(settings: Settings, replica_settings: dict[str, Any]) -> serve.Application:
+def build_app_with_options(settings: Settings, replica_settings: dict[str, Any], reload_generation: int = 0) -> serve.Application:
     """The embedded path: the same deployment options the Serve config carries, applied directly."""
-    return Embedder.options(**deployment_options(settings)).bind(replica_settings)
+    options = deployment_options(settings)
+    options["user_config"] = {**options["user_config"], "reload_generation": reload_generation}
+    return Embedder.options(**options).bind(replica_settings)

@@ -28,8 +28,6 @@ def start_local_serve(settings: Settings) -> int:
     from ray import serve
     from ray.serve.config import HTTPOptions, gRPCOptions
 
-    from .deployment import build_app_with_options
-
     grpc_port = free_port()
     ray.init(
         num_cpus=settings.ray_num_cpus,
@@ -44,10 +42,20 @@ def start_local_serve(settings: Settings) -> int:
         http_options=HTTPOptions(host="127.0.0.1", port=free_port()),
         grpc_options=gRPCOptions(port=grpc_port, grpc_servicer_functions=[SERVICER_FUNCTION]),
     )
-    app = build_app_with_options(settings, replica_settings(settings))
-    serve.run(app, name=settings.serve_app_name, route_prefix=route_prefix(settings), blocking=False)
+    deploy_app(settings)
     log.info("embedded Ray Serve is up: gRPC on 127.0.0.1:%d, app %s", grpc_port, settings.serve_app_name)
     return grpc_port
+
+
+def deploy_app(settings: Settings, reload_generation: int = 0) -> None:
+    """(Re)deploy the app. Changing only user_config (reload_generation) reconfigures the running
+    replicas in place: each re-reads its categories file, no replica restarts."""
+    from ray import serve
+
+    from .deployment import build_app_with_options
+
+    app = build_app_with_options(settings, replica_settings(settings), reload_generation)
+    serve.run(app, name=settings.serve_app_name, route_prefix=route_prefix(settings), blocking=False)
 
 
 def stop_local_serve(timeout_s: float = 20.0) -> None:

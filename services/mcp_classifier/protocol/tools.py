@@ -60,6 +60,7 @@ class ToolRegistry:
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
         self._validators: dict[str, Draft202012Validator] = {}
+        self._quick_checks: dict[str, Callable[[dict[str, Any]], bool] | None] = {}
 
     def register(self, tool: Tool) -> None:
         if tool.name in self._tools:
@@ -67,6 +68,7 @@ class ToolRegistry:
         Draft202012Validator.check_schema(tool.input_schema)
         self._tools[tool.name] = tool
         self._validators[tool.name] = Draft202012Validator(tool.input_schema)
+        self._quick_checks[tool.name] = quick_check(tool.input_schema)
 
     @property
     def names(self) -> list[str]:
@@ -80,7 +82,8 @@ class ToolRegistry:
         tool = self._tools.get(name)
         if tool is None:
             raise UnknownTool(name)
-        problems = sorted(self._validators[name].iter_errors(arguments), key=lambda e: list(e.path))
+        quick = self._quick_checks[name]
+        problems = [] if quick is not None and quick(arguments) else sorted(self._validators[name].iter_errors(arguments), key=lambda e: list(e.path))
         if problems:
             return tool_result({"error": "; ".join(_describe(e) for e in problems)}, is_error=True)
         try:
@@ -88,6 +91,46 @@ class ToolRegistry:
         except ToolError as exc:
             return tool_result({"error": str(exc)}, is_error=True)
         return tool_result(payload)
+
+
+_QUICK_TYPES: dict[str, tuple[type, ...]] = {"string": (str,), "boolean": (bool,), "integer": (int,), "number": (int, float)}
+_QUICK_PROPERTY_KEYS = frozenset({"type", "minLength", "maxLength", "description", "default", "title"})
+_QUICK_OBJECT_KEYS = frozenset({"type", "properties", "required", "additionalProperties", "description", "title"})
+
+
+def quick_check(schema: dict[str, Any]) -> Callable[[dict[str, Any]], bool] | None:
+    """An accept-only fast path for flat object schemas (typed properties, string lengths, required,
+    additionalProperties false): True means jsonschema would accept too; False means "ask jsonschema",
+    which also words the error. None when the schema uses anything else. It saves the full
+    validator's ~40 us on every tools/call, a tenth of a cache hit."""
+    if set(schema) - _QUICK_OBJECT_KEYS or schema.get("type") != "object" or schema.get("additionalProperties", False) is not False:
+        return None
+    props: dict[str, tuple[tuple[type, ...], int, int | None]] = {}
+    for prop, sub in (schema.get("properties") or {}).items():
+        if not isinstance(sub, dict) or set(sub) - _QUICK_PROPERTY_KEYS or sub.get("type") not in _QUICK_TYPES:
+            return None
+        props[prop] = (_QUICK_TYPES[sub["type"]], int(sub.get("minLength", 0)), sub.get("maxLength"))
+    required = tuple(schema.get("required", ()))
+    closed = "additionalProperties" in schema
+
+    def check(arguments: dict[str, Any]) -> bool:
+        for key in required:
+            if key not in arguments:
+                return False
+        for key, value in arguments.items():
+            spec = props.get(key)
+            if spec is None:
+                if closed:
+                    return False
+                continue
+            types, min_length, max_length = spec
+            if type(value) not in types:  # exact types: bool is not an int here, subclasses go to jsonschema
+                return False
+            if types == (str,) and (len(value) < min_length or (max_length is not None and len(value) > max_length)):
+                return False
+        return True
+
+    return check
 
 
 def _describe(error: Any) -> str:

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Sequence
 
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
 from ..backend.base import ClassificationBackend
+from ..edge import EdgeGuard, EdgeMiddleware
 from ..protocol.dispatcher import McpDispatcher
 from ..protocol.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, SERVER_UNAVAILABLE, JsonRpcError
 from ..telemetry import GatewayMetrics
@@ -64,20 +66,57 @@ def rest_params(body: Any) -> dict[str, Any]:
     return body
 
 
-def create_app(dispatcher: McpDispatcher, backend: ClassificationBackend, *, max_body_bytes: int) -> FastAPI:
-    """The gateway app. The lifespan starts and closes the backend, so uvicorn owns the whole lifetime."""
-    metrics = GatewayMetrics()
+def route_label(path: str) -> str:
+    """Metrics label of a request path (bounded: unknown REST methods share one label)."""
+    if path.startswith("/mcp/"):
+        method = path[len("/mcp/") :]
+        return "/mcp/" + (method if method in REST_METHODS else "<unknown>")
+    return path if path in ("/mcp", "/health", "/ready", "/metrics") else "<other>"
+
+
+def create_app(
+    dispatcher: McpDispatcher,
+    backend: ClassificationBackend,
+    *,
+    max_body_bytes: int,
+    metrics: GatewayMetrics | None = None,
+    edge: EdgeGuard | None = None,
+    services: Sequence[Any] = (),
+) -> FastAPI:
+    """The gateway app. The lifespan starts and closes the backend, so uvicorn owns the whole lifetime.
+
+    ``edge`` puts auth, Host/Origin allowlists and the rate limit in front of every route but
+    /health, /ready and /metrics. ``services`` are objects with async ``start()``/``close()``
+    (e.g. the Redis link) started before the backend and closed after it; an optional
+    ``health()`` dict of theirs is merged into /health.
+    """
+    metrics = metrics or GatewayMetrics()
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        await backend.start()
+        started: list[Any] = []
         try:
-            yield
+            for service in services:
+                await service.start()
+                started.append(service)
+            await backend.start()
+            # What start-up loaded (torch, the model, Ray's client) lives as long as the process:
+            # freeze it out of the cyclic GC, whose full collections otherwise scan it all and
+            # stalled the event loop ~190 ms at a time, about once a second under load.
+            gc.collect()
+            gc.freeze()
+            try:
+                yield
+            finally:
+                await backend.close()
         finally:
-            await backend.close()
+            for service in reversed(started):
+                await service.close()
 
     app = FastAPI(title="mcp-classifier", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.metrics = metrics
+    if edge is not None:
+        app.add_middleware(EdgeMiddleware, guard=edge)
 
     @app.post("/mcp")
     async def mcp_jsonrpc(request: Request) -> Response:
@@ -105,7 +144,7 @@ def create_app(dispatcher: McpDispatcher, backend: ClassificationBackend, *, max
     async def mcp_rest(method: str, request: Request) -> Response:
         started = time.perf_counter()
         response = await _rest_call(method, request)
-        metrics.observe("/mcp/" + (method if method in REST_METHODS else "<unknown>"), response.status_code, time.perf_counter() - started)
+        metrics.observe(route_label("/mcp/" + method), response.status_code, time.perf_counter() - started)
         return response
 
     async def _rest_call(method: str, request: Request) -> Response:
@@ -152,8 +191,17 @@ def create_app(dispatcher: McpDispatcher, backend: ClassificationBackend, *, max
                 "device": info.device,
                 "dtype": info.dtype,
                 "pooling": info.pooling,
+                "categories_reload_error": info.reload_error,
+                **extra_health(),
             }
         )
+
+    def extra_health() -> dict[str, Any]:
+        extra: dict[str, Any] = {}
+        for service in services:
+            if hasattr(service, "health"):
+                extra.update(service.health())
+        return extra
 
     @app.get("/ready")
     async def ready() -> Response:

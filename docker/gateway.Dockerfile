@@ -1,0 +1,68 @@
+# syntax=docker/dockerfile:1.7
+#
+# Gateway image: `mcp-classifier serve` with MCP_CLASSIFIER_BACKEND=grpc://<rayservice>-serve-svc:9000.
+# It holds no model: no torch, no transformers, no Ray (the embedder image has those).
+#
+# How the package gets in without torch: the mcp-classifier wheel is installed with --no-deps, and its
+# runtime requirements are pyproject.toml's [project].dependencies minus GATEWAY_EXCLUDE (the model
+# stack). The list is computed at build time, so a dependency added to pyproject.toml (redis, ...) reaches
+# this image without editing this file. tests/test_dockerfiles.py runs the same filter on the real
+# pyproject.toml and checks that torch stays out.
+#
+# Build from the repository root (no Docker engine runs in this project's CI; the test parses this file):
+#   docker build -f docker/gateway.Dockerfile -t ghcr.io/mcp-classifier/gateway:0.1.0 .
+
+FROM python:3.11.14-slim-bookworm AS build
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PYTHONDONTWRITEBYTECODE=1
+# The model stack the gateway never imports (distribution names, compared case-insensitively).
+ARG GATEWAY_EXCLUDE="torch transformers tokenizers ray"
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY services ./services
+RUN python - <<'PY'
+# pyproject.toml [project].dependencies minus GATEWAY_EXCLUDE -> /src/gateway-requirements.txt
+import os
+import re
+import tomllib
+
+exclude = {name.lower() for name in os.environ["GATEWAY_EXCLUDE"].split()}
+with open("pyproject.toml", "rb") as f:
+    dependencies = tomllib.load(f)["project"]["dependencies"]
+kept = [d for d in dependencies if re.split(r"[\s\[<>=!~;]", d, maxsplit=1)[0].lower().replace("_", "-") not in exclude]
+with open("gateway-requirements.txt", "w") as f:
+    f.write("\n".join(kept) + "\n")
+print("gateway requirements:", *kept, sep="\n  ")
+PY
+RUN python -m venv /opt/venv \
+ && /opt/venv/bin/pip install -r gateway-requirements.txt \
+ && /opt/venv/bin/pip wheel --no-deps --wheel-dir /wheels . \
+ && /opt/venv/bin/pip install --no-deps /wheels/*.whl
+# Fail the build, not the pod: no model stack in the image, and the gateway's import path works without it.
+RUN /opt/venv/bin/python - <<'PY'
+import importlib.util
+import os
+
+for name in os.environ["GATEWAY_EXCLUDE"].split():
+    assert importlib.util.find_spec(name) is None, f"{name} must not be installed in the gateway image"
+import mcp_classifier.backend.grpc_client  # noqa: E402,F401
+import mcp_classifier.cli  # noqa: E402,F401
+import mcp_classifier.transports.http  # noqa: E402,F401
+PY
+
+FROM python:3.11.14-slim-bookworm
+LABEL org.opencontainers.image.title="mcp-classifier gateway" \
+      org.opencontainers.image.description="MCP classification gateway (HTTP, JSON-RPC/REST) in front of a Ray Serve embedder" \
+      org.opencontainers.image.licenses="Apache-2.0"
+RUN groupadd --system --gid 10001 app \
+ && useradd --system --uid 10001 --gid app --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin app
+COPY --from=build /opt/venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    MCP_CLASSIFIER_HOST=0.0.0.0 \
+    MCP_CLASSIFIER_PORT=8080
+# Numeric, so that Kubernetes' runAsNonRoot can verify it.
+USER 10001:10001
+EXPOSE 8080
+ENTRYPOINT ["mcp-classifier"]
+CMD ["serve"]

@@ -1,0 +1,320 @@
+{{/* ---------------------------------------------------------------------------------------------
+Names and labels
+--------------------------------------------------------------------------------------------- */}}
+
+{{- define "mcp-classifier.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "mcp-classifier.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "mcp-classifier.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Selector labels of one component: include "mcp-classifier.selectorLabels" (list $ "gateway") */}}
+{{- define "mcp-classifier.selectorLabels" -}}
+{{- $root := index . 0 -}}
+app.kubernetes.io/name: {{ include "mcp-classifier.name" $root }}
+app.kubernetes.io/instance: {{ $root.Release.Name }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end -}}
+
+{{/* All labels of one component's objects: include "mcp-classifier.labels" (list $ "gateway") */}}
+{{- define "mcp-classifier.labels" -}}
+{{- $root := index . 0 -}}
+{{ include "mcp-classifier.selectorLabels" . }}
+app.kubernetes.io/version: {{ $root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ $root.Release.Service }}
+app.kubernetes.io/part-of: {{ include "mcp-classifier.name" $root }}
+helm.sh/chart: {{ include "mcp-classifier.chart" $root }}
+{{- with $root.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "mcp-classifier.gateway.fullname" -}}
+{{- printf "%s-gateway" (include "mcp-classifier.fullname" . | trunc 55 | trimSuffix "-") -}}
+{{- end -}}
+
+{{- define "mcp-classifier.redis.fullname" -}}
+{{- printf "%s-redis" (include "mcp-classifier.fullname" . | trunc 57 | trimSuffix "-") -}}
+{{- end -}}
+
+{{/* The RayService name is kept short: KubeRay derives cluster, pod and Service names from it. */}}
+{{- define "mcp-classifier.rayservice.name" -}}
+{{- printf "%s-embedder" (include "mcp-classifier.fullname" . | trunc 30 | trimSuffix "-") -}}
+{{- end -}}
+
+{{/* KubeRay names the RayService's serve Service <rayservice>-serve-svc; its only port is the one named "serve". */}}
+{{- define "mcp-classifier.serveService.name" -}}
+{{- printf "%s-serve-svc" (include "mcp-classifier.rayservice.name" .) -}}
+{{- end -}}
+
+{{- define "mcp-classifier.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "mcp-classifier.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* image reference of a component: include "mcp-classifier.image" (list $ .Values.gateway.image) */}}
+{{- define "mcp-classifier.image" -}}
+{{- $root := index . 0 -}}
+{{- $image := index . 1 -}}
+{{- printf "%s:%s" $image.repository (default $root.Chart.AppVersion $image.tag) -}}
+{{- end -}}
+
+{{/* imagePullSecrets block for a non-empty list of secret names (callers guard with `with`). */}}
+{{- define "mcp-classifier.pullSecrets" -}}
+imagePullSecrets:
+{{- range . }}
+  - name: {{ . }}
+{{- end }}
+{{- end -}}
+
+{{/* ---------------------------------------------------------------------------------------------
+Addresses
+--------------------------------------------------------------------------------------------- */}}
+
+{{- define "mcp-classifier.backendAddress" -}}
+{{- printf "grpc://%s:%d" (include "mcp-classifier.serveService.name" .) (int .Values.serve.grpcPort) -}}
+{{- end -}}
+
+{{/* Port of an URL's authority part, else the given default: include "mcp-classifier.urlPort" (list URL DEFAULT) */}}
+{{- define "mcp-classifier.urlPort" -}}
+{{- $url := index . 0 -}}
+{{- $authority := regexReplaceAll "^[a-zA-Z][a-zA-Z0-9+.-]*://" $url "" -}}
+{{- $authority = regexReplaceAll "[/?#].*$" $authority "" -}}
+{{- $authority = regexReplaceAll "^.*@" $authority "" -}}
+{{- $port := regexFind ":[0-9]+$" $authority | trimPrefix ":" -}}
+{{- if $port }}{{ $port }}{{ else }}{{ index . 1 }}{{ end -}}
+{{- end -}}
+
+{{- define "mcp-classifier.redis.externalPort" -}}
+{{- include "mcp-classifier.urlPort" (list .Values.externalRedis.url 6379) -}}
+{{- end -}}
+
+{{/* Without an explicit port: 443 for https (and for gRPC, whose default port is 443), 80 for plain HTTP. */}}
+{{- define "mcp-classifier.otel.port" -}}
+{{- $default := 443 -}}
+{{- if and (hasPrefix "http://" .Values.otel.endpoint) (ne .Values.otel.protocol "grpc") }}{{ $default = 80 }}{{ end -}}
+{{- include "mcp-classifier.urlPort" (list .Values.otel.endpoint $default) -}}
+{{- end -}}
+
+{{/* The container path of the API keys file and of the categories file. */}}
+{{- define "mcp-classifier.apiKeysDir" -}}/etc/mcp-classifier/auth{{- end -}}
+{{- define "mcp-classifier.apiKeysFile" -}}/etc/mcp-classifier/auth/api-keys{{- end -}}
+{{- define "mcp-classifier.categoriesDir" -}}/etc/mcp-classifier/categories{{- end -}}
+{{- define "mcp-classifier.categoriesFile" -}}/etc/mcp-classifier/categories/categories.yaml{{- end -}}
+
+{{- define "mcp-classifier.auth.enabled" -}}
+{{- if or .Values.auth.existingSecret .Values.auth.apiKeys }}true{{ end -}}
+{{- end -}}
+
+{{- define "mcp-classifier.auth.secretName" -}}
+{{- default (printf "%s-api-keys" (include "mcp-classifier.fullname" .)) .Values.auth.existingSecret -}}
+{{- end -}}
+
+{{- define "mcp-classifier.auth.secretKey" -}}
+{{- if .Values.auth.existingSecret }}{{ .Values.auth.existingSecretKey }}{{ else }}api-keys{{ end -}}
+{{- end -}}
+
+{{- define "mcp-classifier.categories.enabled" -}}
+{{- if or .Values.categories.content .Values.categories.existingConfigMap }}true{{ end -}}
+{{- end -}}
+
+{{- define "mcp-classifier.categories.configMapName" -}}
+{{- default (printf "%s-categories" (include "mcp-classifier.fullname" .)) .Values.categories.existingConfigMap -}}
+{{- end -}}
+
+{{- define "mcp-classifier.categories.configMapKey" -}}
+{{- if .Values.categories.existingConfigMap }}{{ .Values.categories.existingConfigMapKey }}{{ else }}categories.yaml{{ end -}}
+{{- end -}}
+
+{{/* ---------------------------------------------------------------------------------------------
+Value checks that a JSON schema cannot express. Included by every workload template.
+--------------------------------------------------------------------------------------------- */}}
+{{- define "mcp-classifier.validate" -}}
+{{- $g := .Values.gateway -}}
+{{- if and $g.hpa.enabled (gt (int $g.hpa.minReplicas) (int $g.hpa.maxReplicas)) -}}
+{{- fail (printf "gateway.hpa.minReplicas (%d) must not exceed gateway.hpa.maxReplicas (%d)" (int $g.hpa.minReplicas) (int $g.hpa.maxReplicas)) -}}
+{{- end -}}
+{{- if and $g.pdb.enabled (ne (toString $g.pdb.minAvailable) "") (ne (toString $g.pdb.maxUnavailable) "") -}}
+{{- fail "gateway.pdb: set only one of minAvailable and maxUnavailable" -}}
+{{- end -}}
+{{- if and $g.pdb.enabled (eq (toString $g.pdb.minAvailable) "") (eq (toString $g.pdb.maxUnavailable) "") -}}
+{{- fail "gateway.pdb: set one of minAvailable and maxUnavailable" -}}
+{{- end -}}
+{{- $drain := add (int $g.preStopSleepSeconds) (include "mcp-classifier.gateway.shutdownSeconds" . | int) -}}
+{{- if le (int $g.terminationGracePeriodSeconds) $drain -}}
+{{- fail (printf "gateway.terminationGracePeriodSeconds (%d) must exceed preStopSleepSeconds + the server's graceful drain (%d s)" (int $g.terminationGracePeriodSeconds) $drain) -}}
+{{- end -}}
+{{- if and .Values.redis.enabled .Values.externalRedis.url -}}
+{{- fail "set either redis.enabled or externalRedis.url, not both" -}}
+{{- end -}}
+{{- if not (or .Values.redis.enabled .Values.externalRedis.url) -}}
+{{- fail "the gateway needs Redis: set redis.enabled=true or externalRedis.url" -}}
+{{- end -}}
+{{- if and .Values.categories.content .Values.categories.existingConfigMap -}}
+{{- fail "set either categories.content or categories.existingConfigMap, not both" -}}
+{{- end -}}
+{{- if and .Values.auth.apiKeys .Values.auth.existingSecret -}}
+{{- fail "set either auth.apiKeys or auth.existingSecret, not both" -}}
+{{- end -}}
+{{- if and .Values.otel.enabled (not .Values.otel.endpoint) -}}
+{{- fail "otel.enabled needs otel.endpoint" -}}
+{{- end -}}
+{{- $e := .Values.embedder -}}
+{{- if gt (int $e.workers.minReplicas) (int $e.workers.maxReplicas) -}}
+{{- fail "embedder.workers.minReplicas must not exceed embedder.workers.maxReplicas" -}}
+{{- end -}}
+{{- if gt (int $e.replicas.min) (int $e.replicas.max) -}}
+{{- fail "embedder.replicas.min must not exceed embedder.replicas.max" -}}
+{{- end -}}
+{{- if and (gt (float64 $e.gpusPerReplica) 0.0) (eq (int $e.workers.gpusPerPod) 0) -}}
+{{- fail "embedder.gpusPerReplica > 0 needs GPU workers: set embedder.workers.gpusPerPod" -}}
+{{- end -}}
+{{- if gt (mulf $e.replicas.min $e.gpusPerReplica) (mulf $e.workers.maxReplicas $e.workers.gpusPerPod) -}}
+{{- fail "embedder.replicas.min * gpusPerReplica exceeds the GPUs of embedder.workers.maxReplicas worker pods: the RayService could never become ready" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* `mcp-classifier serve` drains for this long on SIGTERM (uvicorn timeout_graceful_shutdown in cli.py; a test keeps them equal). */}}
+{{- define "mcp-classifier.gateway.shutdownSeconds" -}}10{{- end -}}
+
+{{/* ---------------------------------------------------------------------------------------------
+Environment
+--------------------------------------------------------------------------------------------- */}}
+
+{{/* OTEL_* variables for a pod: include "mcp-classifier.otelEnv" (list $ "mcp-classifier-gateway") */}}
+{{- define "mcp-classifier.otelEnv" -}}
+{{- $root := index . 0 -}}
+{{- $o := $root.Values.otel -}}
+{{- if $o.enabled }}
+- name: OTEL_SERVICE_NAME
+  value: {{ index . 1 | quote }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ $o.endpoint | quote }}
+- name: OTEL_EXPORTER_OTLP_PROTOCOL
+  value: {{ $o.protocol | quote }}
+- name: OTEL_TRACES_EXPORTER
+  value: otlp
+- name: OTEL_METRICS_EXPORTER
+  value: none
+- name: OTEL_LOGS_EXPORTER
+  value: none
+- name: OTEL_TRACES_SAMPLER
+  value: {{ $o.tracesSampler | quote }}
+- name: OTEL_TRACES_SAMPLER_ARG
+  value: {{ $o.tracesSamplerArg | quote }}
+- name: OTEL_K8S_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+- name: OTEL_K8S_POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+{{- $attrs := list "k8s.namespace.name=$(OTEL_K8S_NAMESPACE)" "k8s.pod.name=$(OTEL_K8S_POD_NAME)" (printf "service.namespace=%s" $root.Release.Name) -}}
+{{- range $k, $v := $o.resourceAttributes }}
+{{- $attrs = append $attrs (printf "%s=%s" $k $v) -}}
+{{- end }}
+- name: OTEL_RESOURCE_ATTRIBUTES
+  value: {{ join "," $attrs | quote }}
+{{- if $o.headersSecret.name }}
+- name: OTEL_EXPORTER_OTLP_HEADERS
+  valueFrom:
+    secretKeyRef:
+      name: {{ $o.headersSecret.name }}
+      key: {{ $o.headersSecret.key }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* MCP_CLASSIFIER_REDIS_URL; the password comes from a Secret through $(REDIS_PASSWORD), never from values. */}}
+{{- define "mcp-classifier.redisEnv" -}}
+{{- if .Values.redis.enabled }}
+{{- if .Values.redis.auth.existingSecret }}
+- name: REDIS_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.redis.auth.existingSecret }}
+      key: {{ .Values.redis.auth.existingSecretPasswordKey }}
+- name: MCP_CLASSIFIER_REDIS_URL
+  value: {{ printf "redis://:$(REDIS_PASSWORD)@%s:%d/0" (include "mcp-classifier.redis.fullname" .) (int .Values.redis.port) | quote }}
+{{- else }}
+- name: MCP_CLASSIFIER_REDIS_URL
+  value: {{ printf "redis://%s:%d/0" (include "mcp-classifier.redis.fullname" .) (int .Values.redis.port) | quote }}
+{{- end }}
+{{- else }}
+{{- if .Values.externalRedis.existingSecret }}
+- name: REDIS_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.externalRedis.existingSecret }}
+      key: {{ .Values.externalRedis.existingSecretPasswordKey }}
+- name: MCP_CLASSIFIER_REDIS_URL
+  value: {{ regexReplaceAll "^(rediss?://)(?:([^:@/]*)(?::[^@/]*)?@)?" .Values.externalRedis.url "${1}${2}:$$(REDIS_PASSWORD)@" | quote }}
+{{- else }}
+- name: MCP_CLASSIFIER_REDIS_URL
+  value: {{ .Values.externalRedis.url | quote }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* ---------------------------------------------------------------------------------------------
+serveConfigV2: the same dict as mcp_classifier.embedder.serve_config.serve_config(Settings(...)).
+replica settings are listed only when they differ from the Settings defaults, like replica_settings().
+tests/test_helm_chart.py renders this and compares it with `mcp-classifier serve-config`.
+--------------------------------------------------------------------------------------------- */}}
+{{- define "mcp-classifier.serveConfig" -}}
+{{- $e := .Values.embedder -}}
+{{- $settings := dict -}}
+{{- if ne $e.model "builtin:minilm" }}{{ $_ := set $settings "model" $e.model }}{{ end -}}
+{{- if ne $e.device "auto" }}{{ $_ := set $settings "device" $e.device }}{{ end -}}
+{{- if ne $e.dtype "auto" }}{{ $_ := set $settings "dtype" $e.dtype }}{{ end -}}
+{{- if ne $e.pooling "auto" }}{{ $_ := set $settings "pooling" $e.pooling }}{{ end -}}
+{{- if ne $e.queryInstruction "auto" }}{{ $_ := set $settings "query_instruction" $e.queryInstruction }}{{ end -}}
+{{- if ne (int $e.maxSeqLength) 256 }}{{ $_ := set $settings "max_seq_length" (int $e.maxSeqLength) }}{{ end -}}
+{{- if ne (int $e.torchThreads) 0 }}{{ $_ := set $settings "torch_threads" (int $e.torchThreads) }}{{ end -}}
+{{- if ne (int $e.batchSize) 32 }}{{ $_ := set $settings "batch_size" (int $e.batchSize) }}{{ end -}}
+{{- if include "mcp-classifier.categories.enabled" . }}{{ $_ := set $settings "categories_file" (include "mcp-classifier.categoriesFile" .) }}{{ end -}}
+{{- $deployment := dict
+      "name" "Embedder"
+      "max_ongoing_requests" (max (int $e.maxOngoingRequests) (int $e.batchSize))
+      "ray_actor_options" (dict "num_cpus" $e.cpusPerReplica "num_gpus" $e.gpusPerReplica)
+      "autoscaling_config" (dict
+          "min_replicas" (int $e.replicas.min)
+          "max_replicas" (max (int $e.replicas.max) (int $e.replicas.min))
+          "target_ongoing_requests" $e.targetOngoingRequests)
+      "user_config" (dict
+          "max_batch_size" (int $e.batchSize)
+          "batch_wait_timeout_s" (divf $e.batchWindowMs 1000)
+          "batch_slot_chars" (int $e.batchSlotChars)) -}}
+{{- $app := dict
+      "name" .Values.serve.appName
+      "route_prefix" (printf "/%s" .Values.serve.appName)
+      "import_path" "mcp_classifier.embedder.deployment:build_app"
+      "args" (dict "settings" $settings)
+      "deployments" (list $deployment) -}}
+{{- $config := dict
+      "proxy_location" "EveryNode"
+      "grpc_options" (dict
+          "port" (int .Values.serve.grpcPort)
+          "grpc_servicer_functions" (list "mcp_classifier.api.v1.classifier_pb2_grpc.add_ClassifierServicer_to_server"))
+      "applications" (list $app) -}}
+{{- toYaml $config -}}
+{{- end -}}

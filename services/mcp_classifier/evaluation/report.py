@@ -1,0 +1,114 @@
+"""Markdown report with PNG figures (confusion heatmaps, one reliability diagram for all systems)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+from .metrics import Evaluation
+
+MAX_ERRORS_LISTED = 25
+
+
+def summary_table(evaluations: list[Evaluation]) -> str:
+    lines = ["| system | n | accuracy | macro-F1 | ECE | use_reasoning right |", "|---|---:|---:|---:|---:|---:|"]
+    for e in evaluations:
+        reasoning = "—" if e.reasoning_accuracy is None else f"{e.reasoning_accuracy:.1%}"
+        lines.append(f"| {e.system} | {e.n} | {e.accuracy:.1%} | {e.macro_f1:.3f} | {e.ece:.3f} | {reasoning} |")
+    return "\n".join(lines)
+
+
+def _per_category(e: Evaluation) -> str:
+    lines = ["| category | precision | recall | F1 |", "|---|---:|---:|---:|"]
+    lines += [f"| {c} | {e.precision[c]:.3f} | {e.recall[c]:.3f} | {e.f1[c]:.3f} |" for c in e.labels]
+    return "\n".join(lines)
+
+
+def _confusion(e: Evaluation) -> str:
+    lines = ["| true \\ predicted | " + " | ".join(e.labels) + " |", "|---|" + "---:|" * len(e.labels)]
+    lines += [f"| {label} | " + " | ".join(str(v) for v in row) + " |" for label, row in zip(e.labels, e.confusion)]
+    return "\n".join(lines)
+
+
+def _histogram(e: Evaluation) -> str:
+    lines = ["| confidence | count | accuracy |", "|---|---:|---:|"]
+    for b in e.reliability:
+        accuracy = f"{b['accuracy']:.1%}" if b["count"] else "—"
+        lines.append(f"| {b['lo']:.1f}–{b['hi']:.1f} | {int(b['count'])} | {accuracy} |")
+    return "\n".join(lines)
+
+
+def _slug(name: str) -> str:
+    return "".join(ch if ch.isalnum() else "-" for ch in name).strip("-").lower() or "system"
+
+
+def write_figures(evaluations: list[Evaluation], out_dir: Path) -> dict[str, str]:
+    """PNG files by role; empty when matplotlib is not installed (the Markdown still has every number)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return {}
+    files: dict[str, str] = {}
+    for e in evaluations:
+        fig, ax = plt.subplots(figsize=(5.5, 4.5))
+        image = ax.imshow(e.confusion, cmap="Blues")
+        ax.set_xticks(range(len(e.labels)), e.labels, rotation=45, ha="right")
+        ax.set_yticks(range(len(e.labels)), e.labels)
+        ax.set_xlabel("predicted")
+        ax.set_ylabel("true")
+        ax.set_title(f"Confusion matrix: {e.system}")
+        for i, row in enumerate(e.confusion):
+            for j, value in enumerate(row):
+                ax.text(j, i, str(value), ha="center", va="center", color="white" if value > max(map(max, e.confusion)) / 2 else "black")
+        fig.colorbar(image, ax=ax)
+        fig.tight_layout()
+        name = f"confusion-{_slug(e.system)}.png"
+        fig.savefig(out_dir / name, dpi=110)
+        plt.close(fig)
+        files[f"confusion {e.system}"] = name
+    fig, ax = plt.subplots(figsize=(5, 5))
+    ax.plot([0, 1], [0, 1], linestyle="--", color="grey", label="perfect calibration")
+    for e in evaluations:
+        used = [b for b in e.reliability if b["count"]]
+        ax.plot([b["confidence"] for b in used], [b["accuracy"] for b in used], marker="o", label=f"{e.system} (ECE {e.ece:.3f})")
+    ax.set_xlabel("mean confidence in bin")
+    ax.set_ylabel("accuracy in bin")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_title("Reliability diagram")
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out_dir / "reliability.png", dpi=110)
+    plt.close(fig)
+    files["reliability"] = "reliability.png"
+    return files
+
+
+def write_report(evaluations: list[Evaluation], out_dir: Path, data_name: str) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    figures = write_figures(evaluations, out_dir)
+    parts = [f"# Classification report: {data_name}", "", summary_table(evaluations), ""]
+    if "reliability" in figures:
+        parts += ["![reliability diagram](reliability.png)", ""]
+    else:
+        parts += ["(PNG figures need matplotlib: pip install 'mcp-classifier[eval]')", ""]
+    for e in evaluations:
+        parts += [f"## {e.system}", "", _per_category(e), "", "### Confusion matrix", "", _confusion(e), ""]
+        if f"confusion {e.system}" in figures:
+            parts += [f"![confusion matrix]({figures[f'confusion {e.system}']})", ""]
+        parts += ["### Confidence histogram", "", _histogram(e), ""]
+        if e.errors:
+            parts += [f"### Misclassified ({len(e.errors)})", "", "| text | expected | predicted | confidence |", "|---|---|---|---:|"]
+            parts += [
+                f"| {str(x['text']).replace('|', '/')} | {x['expected']} | {x['predicted']} | {float(x['confidence']):.2f} |"  # type: ignore[arg-type]
+                for x in e.errors[:MAX_ERRORS_LISTED]
+            ]
+            parts.append("")
+    report = out_dir / "report.md"
+    report.write_text("\n".join(parts), encoding="utf-8")
+    (out_dir / "report.json").write_text(json.dumps([asdict(e) for e in evaluations], indent=2), encoding="utf-8")
+    return report

@@ -1,0 +1,73 @@
+"""Systems to evaluate: the local model in-process, or any running MCP classifier over REST style."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import Any, Sequence
+
+import httpx
+from tqdm import tqdm
+
+from ..settings import Settings
+from .metrics import Prediction
+
+REMOTE_CONCURRENCY = 8  # a handful of requests in flight: fast, yet gentle on a production server
+
+
+def predict_local(settings: Settings, texts: Sequence[str]) -> list[Prediction]:
+    from ..backend.factory import build_classifier
+
+    classifier = build_classifier(settings)
+    out: list[Prediction] = []
+    with tqdm(total=len(texts), desc="local", unit="q", file=sys.stderr, disable=None) as progress:
+        for start in range(0, len(texts), settings.batch_size):
+            chunk = list(texts[start : start + settings.batch_size])
+            out += [Prediction(r.category, r.confidence, r.use_reasoning) for r in classifier.classify(chunk)]
+            progress.update(len(chunk))
+    return out
+
+
+class RemoteError(RuntimeError):
+    pass
+
+
+def _tool_payload(result: dict[str, Any]) -> dict[str, Any]:
+    """structuredContent when present, else the JSON text content (older servers send only that)."""
+    if result.get("isError"):
+        raise RemoteError(f"tool error: {result.get('content')}")
+    if isinstance(result.get("structuredContent"), dict):
+        return result["structuredContent"]
+    return json.loads(result["content"][0]["text"])
+
+
+async def _predict_remote(url: str, texts: Sequence[str], timeout_s: float) -> list[Prediction]:
+    base = url.rstrip("/").removesuffix("/mcp")
+    async with httpx.AsyncClient(base_url=base, timeout=timeout_s) as client:
+
+        async def call(arguments: dict[str, Any], name: str) -> dict[str, Any]:
+            response = await client.post("/mcp/tools/call", json={"name": name, "arguments": arguments})
+            if response.status_code != 200:
+                raise RemoteError(f"{base}: HTTP {response.status_code}: {response.text[:200]}")
+            return _tool_payload(response.json())
+
+        categories = (await call({}, "list_categories"))["categories"]
+        limit = asyncio.Semaphore(REMOTE_CONCURRENCY)
+        progress = tqdm(total=len(texts), desc=base, unit="q", file=sys.stderr, disable=None)
+
+        async def one(text: str) -> Prediction:
+            async with limit:
+                payload = await call({"text": text, "with_probabilities": True}, "classify_text")
+            progress.update(1)
+            category = payload.get("category") or categories[int(payload["class"])]
+            return Prediction(category, float(payload["confidence"]), payload.get("use_reasoning"))
+
+        try:
+            return list(await asyncio.gather(*(one(t) for t in texts)))
+        finally:
+            progress.close()
+
+
+def predict_remote(url: str, texts: Sequence[str], timeout_s: float = 60.0) -> list[Prediction]:
+    return asyncio.run(_predict_remote(url, texts, timeout_s))

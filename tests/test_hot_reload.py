@@ -1,0 +1,164 @@
+"""Hot reload of the categories file: under load, no failure, the new category appears, no stale cache answer."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Iterator
+
+import httpx
+import pytest
+import yaml
+
+from .conftest import REPO_ROOT, ServerProcess, assert_valid_classification, start_server
+
+DEFAULT_FILE = REPO_ROOT / "services" / "mcp_classifier" / "data" / "default_categories.yaml"
+FINANCE = {
+    "name": "finance",
+    "description": "Personal finance and investing: budgets, savings, loans, mortgages, credit scores, stocks, bonds, index funds, dividends, taxes and retirement accounts.",
+    "system_prompt": "You are a careful personal-finance explainer; you do not give individual investment advice.",
+    "model": "openai/gpt-oss-20b",
+    "use_reasoning": False,
+    "examples": [
+        "how do index funds work",
+        "should I pay off my credit card or invest first",
+        "what is a good credit score",
+        "how are stock dividends taxed",
+        "fixed or variable mortgage rate, which is better",
+        "what's the difference between a roth and a traditional ira",
+        "how much should I keep in an emergency fund",
+        "what are government bonds and how do they pay interest",
+        "is it smart to refinance my car loan",
+        "how does compound interest grow my retirement savings",
+    ],
+}
+FINANCE_QUERY = "what is an exchange traded fund and how do its fees compare with a mutual fund"
+
+
+def rest_call(client: httpx.Client, name: str, arguments: dict) -> dict:
+    response = client.post("/mcp/tools/call", json={"name": name, "arguments": arguments})
+    response.raise_for_status()
+    body = response.json()
+    assert body["isError"] is False, body
+    return body["structuredContent"]
+
+
+@pytest.fixture()
+def categories_file(tmp_path: Path) -> Path:
+    path = tmp_path / "categories.yaml"
+    shutil.copy(DEFAULT_FILE, path)
+    return path
+
+
+@pytest.fixture()
+def reloadable_server(tmp_path: Path, categories_file: Path) -> Iterator[ServerProcess]:
+    proc = start_server(tmp_path, "--categories-file", str(categories_file))
+    yield proc
+    proc.stop()
+
+
+def _write_with_finance(path: Path) -> None:
+    data = yaml.safe_load(DEFAULT_FILE.read_text())
+    data["categories"].append(FINANCE)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(yaml.safe_dump(data, sort_keys=False))
+    os.replace(tmp, path)  # atomic, as editors and ConfigMap updates do
+
+
+def test_sixth_category_goes_live_under_load_without_failures_or_stale_answers(reloadable_server: ServerProcess, categories_file: Path) -> None:
+    url = reloadable_server.url
+    old_version = httpx.get(f"{url}/health").json()["category_set_version"]
+    cached_text = "how do I sort a dictionary by value in python"
+    with httpx.Client(base_url=url, timeout=30) as client:
+        before = rest_call(client, "classify_text", {"text": cached_text, "with_probabilities": True})
+        assert len(before["probabilities"]) == 5  # now cached under the 5-category version
+
+    failures: list[str] = []
+    answers = 0
+    stop = threading.Event()
+
+    def load() -> None:
+        nonlocal answers
+        texts = [cached_text, "what is 12 squared", "who built hadrian's wall", "any tips for sleeping better", FINANCE_QUERY]
+        with httpx.Client(base_url=url, timeout=30) as client:
+            i = 0
+            while not stop.is_set():
+                try:
+                    result = rest_call(client, "classify_text", {"text": texts[i % len(texts)], "with_probabilities": True})
+                    assert len(result["probabilities"]) in (5, 6)
+                    answers += 1
+                except Exception as exc:  # noqa: BLE001 - every failure is recorded and fails the test
+                    failures.append(repr(exc))
+                i += 1
+
+    workers = [threading.Thread(target=load) for _ in range(4)]
+    for w in workers:
+        w.start()
+    try:
+        time.sleep(1.0)
+        _write_with_finance(categories_file)
+        deadline = time.monotonic() + 30
+        with httpx.Client(base_url=url, timeout=30) as client:
+            while time.monotonic() < deadline:
+                if "finance" in rest_call(client, "list_categories", {})["categories"]:
+                    break
+                time.sleep(0.2)
+            else:
+                pytest.fail("the sixth category never appeared in list_categories")
+            time.sleep(1.0)  # keep the load flowing across and after the swap
+        health = httpx.get(f"{url}/health").json()
+    finally:
+        stop.set()
+        for w in workers:
+            w.join()
+
+    assert not failures, failures[:5]
+    assert answers > 20
+    assert health["category_set_version"] != old_version and len(health["categories"]) == 6
+    with httpx.Client(base_url=url, timeout=30) as client:
+        categories = rest_call(client, "list_categories", {})
+        assert categories["categories"][-1] == "finance" and "finance" in categories["category_system_prompts"]
+        after = rest_call(client, "classify_text", {"text": cached_text, "with_probabilities": True})
+        assert len(after["probabilities"]) == 6, "a 5-category answer cached before the reload was served"
+        assert_valid_classification(after, 6)
+        finance = rest_call(client, "classify_text", {"text": FINANCE_QUERY, "with_probabilities": True})
+        assert finance["category"] == "finance" and finance["class"] == 5
+
+
+def test_bad_file_keeps_the_old_categories_and_shows_in_health(reloadable_server: ServerProcess, categories_file: Path) -> None:
+    url = reloadable_server.url
+    version = httpx.get(f"{url}/health").json()["category_set_version"]
+    categories_file.write_text("categories: [this is: not, valid")
+    deadline = time.monotonic() + 30
+    health: dict = {}
+    while time.monotonic() < deadline:
+        health = httpx.get(f"{url}/health").json()
+        if health.get("categories_reload_error"):
+            break
+        time.sleep(0.2)
+    assert "not valid YAML" in health.get("categories_reload_error", ""), health
+    assert health["category_set_version"] == version and len(health["categories"]) == 5
+    with httpx.Client(base_url=url, timeout=30) as client:
+        assert_valid_classification(rest_call(client, "classify_text", {"text": "what is 7 times 6"}), 5)
+    assert "categories reload refused" in reloadable_server.log()
+
+    _write_with_finance(categories_file)  # a good file clears the error
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(httpx.get(f"{url}/health").json()["categories"]) != 6:
+        time.sleep(0.2)
+    health = httpx.get(f"{url}/health").json()
+    assert len(health["categories"]) == 6 and health["categories_reload_error"] is None
+
+
+def test_sighup_reloads_and_the_server_keeps_serving(reloadable_server: ServerProcess) -> None:
+    reloadable_server.process.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and "categories reload (SIGHUP)" not in reloadable_server.log():
+        time.sleep(0.2)
+    assert "categories reload (SIGHUP)" in reloadable_server.log()
+    assert reloadable_server.process.poll() is None
+    assert httpx.get(f"{reloadable_server.url}/ready").status_code == 200
