@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import shutil
 import signal
 import socket
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from mcp_classifier.cache.embedded import find_redis_server
+from mcp_classifier.cache.embedded import _die_with_parent, find_redis_server
 
 
 def free_port() -> int:
@@ -26,27 +28,59 @@ def redis_binary() -> str:
     return binary
 
 
+@dataclass
+class TlsFiles:
+    ca: Path
+    cert: Path
+    key: Path
+
+
+def make_tls_files(tmp_dir: Path) -> TlsFiles:
+    """A throwaway CA and a server certificate for 127.0.0.1/localhost, made with the openssl CLI."""
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl CLI to make test certificates")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    run = lambda *a: subprocess.run(["openssl", *a], cwd=tmp_dir, check=True, capture_output=True)  # noqa: E731
+    run("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=mcp-classifier test CA")
+    run("req", *ec, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost")
+    (tmp_dir / "san.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    run("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "server.pem",
+        "-days", "2", "-extfile", "san.cnf")
+    return TlsFiles(tmp_dir / "ca.pem", tmp_dir / "server.pem", tmp_dir / "server.key")
+
+
 class RedisServer:
-    def __init__(self, tmp_dir: Path, *, password: str | None = None, port: int | None = None, extra: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, tmp_dir: Path, *, password: str | None = None, port: int | None = None, tls: "TlsFiles | None" = None, extra: tuple[str, ...] = ()
+    ) -> None:
         self.binary = redis_binary()
         self.tmp_dir = tmp_dir
         self.password = password
         self.port = port or free_port()
+        self.tls = tls
         self.extra = extra
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
         auth = f":{self.password}@" if self.password else ""
+        if self.tls:
+            return f"rediss://{auth}127.0.0.1:{self.port}/0?ssl_ca_certs={self.tls.ca}"
         return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     def start(self, timeout_s: float = 15.0) -> "RedisServer":
-        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+        args = [self.binary, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
                 "--dir", str(self.tmp_dir), "--daemonize", "no", "--loglevel", "warning", *self.extra]
+        if self.tls:
+            args += ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file", str(self.tls.cert),
+                     "--tls-key-file", str(self.tls.key), "--tls-ca-cert-file", str(self.tls.ca), "--tls-auth-clients", "no"]
+        else:
+            args += ["--port", str(self.port)]
         if self.password:
             args += ["--requirepass", self.password]
         log = (self.tmp_dir / f"redis-{self.port}.log").open("ab")
-        self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        # die_with_parent: a test run that is killed outright leaves no orphaned redis-server behind
+        self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -61,7 +95,8 @@ class RedisServer:
     def client(self):  # type: ignore[no-untyped-def]
         import redis
 
-        return redis.Redis(host="127.0.0.1", port=self.port, password=self.password, socket_timeout=2)
+        tls = {"ssl": True, "ssl_ca_certs": str(self.tls.ca)} if self.tls else {}
+        return redis.Redis(host="127.0.0.1", port=self.port, password=self.password, socket_timeout=2, **tls)
 
     def kill(self) -> None:
         """SIGKILL, the way a crashed or OOM-killed Redis goes."""

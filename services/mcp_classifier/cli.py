@@ -112,7 +112,9 @@ def _serve(settings: Settings, metrics, redis) -> int:  # type: ignore[no-untype
         from .hot_reload import HotReload
 
         services.append(HotReload(backend, settings.categories_file))
-    app = create_app(dispatcher, backend, max_body_bytes=settings.max_body_bytes, metrics=metrics, edge=edge, services=services)
+    app = create_app(
+        dispatcher, backend, max_body_bytes=settings.max_body_bytes, metrics=metrics, edge=edge, services=services, freeze_gc=True
+    )
     if tracing:
         from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 

@@ -68,6 +68,12 @@ class Settings(BaseSettings):
     max_concurrent_batches: int = Field(2, ge=1, description="Batches the gateway keeps in flight to the embedder at once.")
     grpc_max_attempts: int = Field(4, ge=1, le=5, description="gRPC attempts per call (retries on UNAVAILABLE and RESOURCE_EXHAUSTED, with backoff).")
 
+    model_processes: int = Field(
+        0, ge=0, le=64,
+        description="--backend local: 0 runs the model on a thread of the gateway process; N runs N model processes "
+        "(each with torch_threads threads), one batch each in flight.",
+    )
+
     # --- categories ------------------------------------------------------------------------
     categories_file: Path | None = Field(
         None, description="YAML/JSON file with categories, examples and routing policy; the packaged default when unset."

@@ -38,10 +38,16 @@ def build_classifier(settings: Settings) -> "Classifier":
 
 def build_local_backend(settings: Settings) -> "LocalBatchingBackend":
     from .local import LocalBatchingBackend
-    from .model_worker import ThreadModelWorker
+    from .model_worker import ModelWorker, ProcessModelWorker, ThreadModelWorker
 
+    worker: ModelWorker
+    if settings.model_processes:
+        worker = ProcessModelWorker(settings.model_dump_json(), settings.model_processes)
+    else:
+        worker = ThreadModelWorker(lambda: build_classifier(settings))
     return LocalBatchingBackend(
-        ThreadModelWorker(lambda: build_classifier(settings)),
+        worker,
+        max_concurrent_batches=max(1, settings.model_processes),
         categories_file=settings.categories_file,
         batch_size=settings.batch_size,
         batch_window_ms=settings.batch_window_ms,

@@ -25,6 +25,7 @@ class LocalBatchingBackend:
         max_queue: int,
         request_timeout_s: float,
         categories_file: Path | None = None,
+        max_concurrent_batches: int = 1,
     ) -> None:
         self.worker = worker
         self._categories_file = categories_file
@@ -35,6 +36,7 @@ class LocalBatchingBackend:
             batch_window_ms=batch_window_ms,
             max_queue=max_queue,
             request_timeout_s=request_timeout_s,
+            max_concurrent_batches=max_concurrent_batches,
         )
 
     @property

@@ -1,8 +1,5 @@
-"""Where the in-process backend's model runs: one dedicated thread, so the event loop never waits on it.
-
-(A child-process worker was tried to rule out GIL contention with the HTTP loop: on the
-2-core box it served the same throughput as the thread, so the simpler thread stayed.)
-"""
+"""Where the in-process backend's model runs, so the event loop never waits on it: one dedicated
+thread (the default), or N spawned model processes (`--model-processes N`)."""
 
 from __future__ import annotations
 
@@ -50,3 +47,88 @@ class ThreadModelWorker:
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+# ---- worker processes --------------------------------------------------------------------------
+# Module-level functions: the process pool pickles references to them.
+_child_classifier: Classifier | None = None
+
+
+def _child_init(settings_json: str) -> None:
+    global _child_classifier
+    from ..settings import Settings
+    from .factory import build_classifier
+
+    _child_classifier = build_classifier(Settings.model_validate_json(settings_json))
+
+
+def _child_classify(texts: list[str]) -> list[ClassificationResult]:
+    assert _child_classifier is not None
+    return _child_classifier.classify(texts)
+
+
+def _child_info() -> ClassifierInfo:
+    assert _child_classifier is not None
+    return _child_classifier.info
+
+
+def _child_reload(path: str) -> bool:
+    assert _child_classifier is not None
+    return _child_classifier.reload_from(path)
+
+
+class ProcessModelWorker:
+    """N spawned processes, one model each, one batch each at a time.
+
+    On a small CPU box this sidesteps two costs of a model thread beside the HTTP loop: the GIL
+    (HF modules run Python between torch ops) and OpenMP barriers stalled whenever the loop takes
+    a core. Each process runs torch with `torch_threads` threads (1 is the intended pairing).
+    """
+
+    def __init__(self, settings_json: str, processes: int) -> None:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        context = multiprocessing.get_context("spawn")  # never fork a process that holds torch threads
+        self._executors = [
+            ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=_child_init, initargs=(settings_json,))
+            for _ in range(processes)
+        ]
+        self._idle: asyncio.Queue[ProcessPoolExecutor] | None = None
+        self._info: ClassifierInfo | None = None
+
+    @property
+    def concurrency(self) -> int:
+        return len(self._executors)
+
+    async def start(self) -> ClassifierInfo:
+        loop = asyncio.get_running_loop()
+        infos = await asyncio.gather(*(loop.run_in_executor(e, _child_info) for e in self._executors))
+        self._idle = asyncio.Queue()
+        for executor in self._executors:
+            self._idle.put_nowait(executor)
+        self._info = infos[0]
+        return self._info
+
+    async def classify(self, texts: list[str]) -> list[ClassificationResult]:
+        assert self._idle is not None
+        executor = await self._idle.get()
+        try:
+            return await asyncio.get_running_loop().run_in_executor(executor, _child_classify, texts)
+        finally:
+            self._idle.put_nowait(executor)
+
+    async def info(self) -> ClassifierInfo:
+        assert self._info is not None
+        return self._info
+
+    async def reload_categories(self, path: Path) -> bool:
+        """Every process reloads (each between its own batches); info follows the first."""
+        loop = asyncio.get_running_loop()
+        changed = await asyncio.gather(*(loop.run_in_executor(e, _child_reload, str(path)) for e in self._executors))
+        self._info = await loop.run_in_executor(self._executors[0], _child_info)
+        return any(changed)
+
+    def close(self) -> None:
+        for executor in self._executors:
+            executor.shutdown(wait=False, cancel_futures=True)

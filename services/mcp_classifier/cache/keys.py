@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import hashlib
-import re
 import unicodedata
 from typing import NamedTuple
 
 KEY_PREFIX = "mcp-classifier:cls:v1:"  # bump v1 when the key or value layout changes
-_SPACES = re.compile(r"\s+")
 
 
 class Versions(NamedTuple):
@@ -35,18 +33,37 @@ def normalise_text(text: str) -> str:
     slightly different confidences, and the first one classified answers for both. The text the
     model sees is always the caller's own on a miss; normalisation only decides the key.
     """
-    return _SPACES.sub(" ", unicodedata.normalize("NFKC", text)).strip().casefold()
+    # str.split() splits on exactly the characters re's \s matches (str.isspace), at a fifth of the cost.
+    return " ".join(unicodedata.normalize("NFKC", text).split()).casefold()
+
+
+class KeyBuilder:
+    """Keys for one set of versions: the versions are hashed once, each text then costs one copy + update."""
+
+    def __init__(self, versions: Versions, prefix: str = KEY_PREFIX) -> None:
+        self.versions = versions
+        self.prefix = prefix
+        base = hashlib.blake2b(digest_size=20)
+        for part in versions:
+            _update(base, part)
+        self._base = base
+
+    def key(self, text: str) -> str:
+        """prefix + hash(model id, category-set version, policy version, normalised text).
+
+        Fields are length-prefixed before hashing, so no choice of model id or text can make two
+        different tuples hash the same input. The text never appears in Redis in clear.
+        """
+        h = self._base.copy()
+        _update(h, normalise_text(text))
+        return self.prefix + h.hexdigest()
+
+
+def _update(h: "hashlib._Hash", part: str) -> None:
+    data = part.encode("utf-8", "surrogatepass")
+    h.update(len(data).to_bytes(8, "big"))
+    h.update(data)
 
 
 def cache_key(versions: Versions, text: str, prefix: str = KEY_PREFIX) -> str:
-    """prefix + hash(model id, category-set version, policy version, normalised text).
-
-    Fields are length-prefixed before hashing, so no choice of model id or text can make two
-    different tuples hash the same input. The text never appears in Redis in clear.
-    """
-    h = hashlib.blake2b(digest_size=20)
-    for part in (*versions, normalise_text(text)):
-        data = part.encode("utf-8", "surrogatepass")
-        h.update(len(data).to_bytes(8, "big"))
-        h.update(data)
-    return prefix + h.hexdigest()
+    return KeyBuilder(versions, prefix).key(text)

@@ -3,6 +3,7 @@ one fail-open RedisLink shared by the cache and the rate limiter, and their metr
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -78,6 +79,9 @@ class RedisRuntime:
     async def close(self) -> None:
         if self.link is not None:
             await self.link.close()
+        # Stop the embedded redis-server here, in the app's shutdown: after a SIGTERM uvicorn
+        # re-raises the signal once the app has stopped, so code after Server.run() never runs.
+        await asyncio.to_thread(self.stop_embedded)
 
     def health(self) -> dict[str, Any]:
         cache: dict[str, Any] = {"enabled": self.cache is not None, "ttl_s": self.settings.cache_ttl_s}

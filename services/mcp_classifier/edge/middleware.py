@@ -100,7 +100,7 @@ class EdgeMiddleware:
         self.guard = guard
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+        if scope["type"] not in ("http", "websocket") or scope["path"] in OPEN_PATHS:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
@@ -111,6 +111,9 @@ class EdgeMiddleware:
         status, message, headers = refusal
         kind = headers.pop("kind")
         self.guard.metrics.errors.labels(kind).inc()
+        if scope["type"] == "websocket":  # closing before accept: the server answers the handshake with 403
+            await send({"type": "websocket.close", "code": 1008, "reason": message[:120]})
+            return
         body = orjson.dumps({"error": message})
         raw_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         raw_headers += [(k.lower().encode(), v.encode("latin-1")) for k, v in headers.items()]

@@ -82,13 +82,15 @@ def create_app(
     metrics: GatewayMetrics | None = None,
     edge: EdgeGuard | None = None,
     services: Sequence[Any] = (),
+    freeze_gc: bool = False,
 ) -> FastAPI:
     """The gateway app. The lifespan starts and closes the backend, so uvicorn owns the whole lifetime.
 
     ``edge`` puts auth, Host/Origin allowlists and the rate limit in front of every route but
     /health, /ready and /metrics. ``services`` are objects with async ``start()``/``close()``
     (e.g. the Redis link) started before the backend and closed after it; an optional
-    ``health()`` dict of theirs is merged into /health.
+    ``health()`` dict of theirs is merged into /health. ``freeze_gc`` (for a process that serves
+    only this app) moves everything alive after start-up out of the cyclic GC's reach.
     """
     metrics = metrics or GatewayMetrics()
 
@@ -103,8 +105,9 @@ def create_app(
             # What start-up loaded (torch, the model, Ray's client) lives as long as the process:
             # freeze it out of the cyclic GC, whose full collections otherwise scan it all and
             # stalled the event loop ~190 ms at a time, about once a second under load.
-            gc.collect()
-            gc.freeze()
+            if freeze_gc:
+                gc.collect()
+                gc.freeze()
             try:
                 yield
             finally:
