@@ -6,6 +6,7 @@ import asyncio
 import time
 
 import numpy as np
+import psutil
 import pytest
 
 from mcp_classifier.backend.base import BackendOverloaded
@@ -130,7 +131,12 @@ def test_model_processes_answer_like_the_thread_and_all_reload(classifier: Class
             assert (await backend.info()).categories.names[-1] == "finance"
             return before, after
         finally:
+            # the model processes, not multiprocessing's resource tracker (it lives as long as we do)
+            children = [c for c in psutil.Process().children(recursive=True) if "spawn_main" in " ".join(c.cmdline())]
+            assert len(children) == 2
             await backend.close()
+            _, alive = psutil.wait_procs(children, timeout=20)
+            assert not alive, "model processes outlived close()"
 
     before, after = asyncio.run(run())
     for one, many in zip(expected, before):

@@ -97,7 +97,7 @@ class Settings(BaseSettings):
     cache_ttl_s: int = Field(3600, ge=1, description="Seconds a cached classification lives.")
     cache_max_text_chars: int = Field(2048, ge=1, description="Texts longer than this (characters) are classified but never cached.")
     cache_max_value_bytes: int = Field(16384, ge=256, description="Results whose JSON is larger than this (bytes) are not cached.")
-    redis_timeout_s: float = Field(0.1, gt=0, description="Socket timeout of every Redis call; slower calls count as errors and fail open.")
+    redis_timeout_s: float = Field(0.1, gt=0, description="Deadline of every Redis call; slower calls count as errors and fail open.")
     redis_connect_timeout_s: float = Field(0.25, gt=0, description="Timeout for connecting to Redis.")
     redis_breaker_failures: int = Field(3, ge=1, description="Consecutive Redis errors that open the circuit breaker (Redis is then skipped).")
     redis_breaker_cooldown_s: float = Field(2.0, gt=0, description="Seconds the breaker stays open before a background probe tries Redis again.")

@@ -130,5 +130,6 @@ class ProcessModelWorker:
         return any(changed)
 
     def close(self) -> None:
+        # Wait: the processes are idle by now, and not waiting would leave them orphaned.
         for executor in self._executors:
-            executor.shutdown(wait=False, cancel_futures=True)
+            executor.shutdown(wait=True, cancel_futures=True)

@@ -27,7 +27,7 @@ import orjson
 
 from ..backend.base import ClassificationBackend
 from ..core.results import ClassificationResult, ClassifierInfo
-from .keys import KEY_PREFIX, Versions, cache_key
+from .keys import KEY_PREFIX, KeyBuilder, Versions
 from .metrics import RedisMetrics
 from .redis_link import RedisLink
 
@@ -72,6 +72,7 @@ class CachingBackend:
         self._versions: Versions | None = None
         self._versions_at = 0.0
         self._versions_refresh: asyncio.Future[Versions] | None = None
+        self._keys: KeyBuilder | None = None
         self._inflight: dict[str, asyncio.Future[ClassificationResult]] = {}
         self._writes: set[asyncio.Task[None]] = set()  # write-behinds and batched lookups in flight
         self._pending_lookups: list[tuple[list[str], asyncio.Future[list[bytes | None] | None]]] = []
@@ -120,11 +121,14 @@ class CachingBackend:
         uncached: list[int] = []
         inflight = self._inflight
         loop = asyncio.get_running_loop()
+        keys = self._keys
+        if keys is None or keys.versions is not versions:
+            keys = self._keys = KeyBuilder(versions, self.key_prefix)
         for i, text in enumerate(texts):
             if len(text) > self.max_text_chars:
                 uncached.append(i)
                 continue
-            key = cache_key(versions, text, self.key_prefix)
+            key = keys.key(text)
             lead = leads.get(key)
             if lead is not None:  # the same text twice in one call
                 lead.positions.append(i)

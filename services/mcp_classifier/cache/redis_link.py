@@ -66,7 +66,10 @@ class RedisLink:
     async def start(self) -> None:
         self.client = aioredis.from_url(
             self.url,
-            socket_timeout=self._timeout_s,
+            # No per-socket-operation timeout: run() puts one deadline around the whole call instead
+            # (redis-py's socket_timeout wraps every send in wait_for, a task per command). A call
+            # cut short by that deadline makes redis-py drop the connection, never reuse it mid-reply.
+            socket_timeout=None,
             socket_connect_timeout=self._connect_timeout_s,
             # One immediate retry on a refused/reset connection only: a pooled connection may be
             # stale after Redis restarted. Timeouts are never retried (they would double the wait).
@@ -105,7 +108,8 @@ class RedisLink:
             return default
         started = time.perf_counter()
         try:
-            result = await fn(client)
+            async with asyncio.timeout(self._timeout_s):
+                result = await fn(client)
         except (RedisError, OSError, asyncio.TimeoutError) as exc:
             self._failed(op, exc)
             return default
@@ -148,7 +152,8 @@ class RedisLink:
             # Drop every pooled connection first: after a restart they are all dead, and each
             # would otherwise fail one live request before being replaced.
             await client.connection_pool.disconnect()
-            await client.ping()
+            async with asyncio.timeout(self._connect_timeout_s + self._timeout_s):
+                await client.ping()
         except (RedisError, OSError, asyncio.TimeoutError) as exc:
             log.debug("redis probe failed: %s", exc)
             self.breaker.record_probe_failure()
