@@ -63,6 +63,7 @@ class Measurement:
     p50_ms: float
     p99_ms: float
     server_cpu_pct: float | None = None
+    server_cpu_us_per_request: float | None = None  # gateway + its embedded redis-server, per answered request
     loadgen_cpu_pct: float | None = None
     misses_during: float | None = None
     failure_samples: list[str] = field(default_factory=list)
@@ -124,6 +125,7 @@ async def measure(url: str, name: str, path: str, bodies: Sequence[bytes], clien
         p50_ms=1000 * percentile(latencies, 50),
         p99_ms=1000 * percentile(latencies, 99),
         server_cpu_pct=server_cpu,
+        server_cpu_us_per_request=None if server_cpu is None or not latencies else server_cpu / 100.0 * elapsed / len(latencies) * 1e6,
         loadgen_cpu_pct=100.0 * (mark1.loadgen - mark0.loadgen) / elapsed,
         failure_samples=failures[:3],
     )
@@ -175,6 +177,7 @@ def aggregate(runs: list[Measurement]) -> Measurement:
         p50_ms=med([r.p50_ms for r in runs]),
         p99_ms=med([r.p99_ms for r in runs]),
         server_cpu_pct=med([r.server_cpu_pct for r in runs if r.server_cpu_pct is not None]),
+        server_cpu_us_per_request=med([r.server_cpu_us_per_request for r in runs if r.server_cpu_us_per_request is not None]),
         loadgen_cpu_pct=med([r.loadgen_cpu_pct for r in runs if r.loadgen_cpu_pct is not None]),
         misses_during=sum(r.misses_during or 0 for r in runs),
         failure_samples=[s for r in runs for s in r.failure_samples][:3],
@@ -183,8 +186,8 @@ def aggregate(runs: list[Measurement]) -> Measurement:
 
 def table(results: dict[tuple[str, int], Measurement], clients: int) -> str:
     rows = [
-        "| path | clients | requests | p50 ms | p99 ms | rps | hit/no-op rps | server CPU % | loadgen CPU % |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| path | clients | requests | p50 ms | p99 ms | rps | hit/no-op rps | server CPU % | server CPU us/req | loadgen CPU % |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for n in (1, clients):
         noop, hit = results[("no-op", n)], results[("cache hit", n)]
@@ -193,7 +196,7 @@ def table(results: dict[tuple[str, int], Measurement], clients: int) -> str:
             label = "no-op `POST /mcp/ping {}`" if m is noop else "cache hit `POST /mcp/tools/call`"
             rows.append(
                 f"| {label} | {n} | {m.requests} | {_fmt(m.p50_ms)} | {_fmt(m.p99_ms)} | {_fmt(m.rps, 0)} | {ratio} | "
-                f"{_fmt(m.server_cpu_pct, 0)} | {_fmt(m.loadgen_cpu_pct, 0)} |"
+                f"{_fmt(m.server_cpu_pct, 0)} | {_fmt(m.server_cpu_us_per_request, 0)} | {_fmt(m.loadgen_cpu_pct, 0)} |"
             )
     hit1, hitn, noopn = results[("cache hit", 1)], results[("cache hit", clients)], results[("no-op", clients)]
     ratio = hitn.rps / noopn.rps if noopn.rps else float("nan")

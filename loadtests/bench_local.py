@@ -699,7 +699,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(header, file=sys.stderr)
 
     print("raw in-process floor:", file=sys.stderr)
-    raw = measure_raw(settings, texts, args.raw_seconds)
+    # The floor always uses torch's default threads (the whole machine): a server tuned with
+    # --torch-threads 1 is compared against what the hardware can do, not against a handicapped floor.
+    raw = measure_raw(settings.model_copy(update={"torch_threads": 0}), texts, args.raw_seconds)
     floor = raw[0].texts_per_s
 
     print(f"starting server: serve --host 127.0.0.1 --port 0 {' '.join(server_args)}", file=sys.stderr)

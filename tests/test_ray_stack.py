@@ -74,6 +74,7 @@ def ray_stack(tmp_path_factory: pytest.TempPathFactory, otlp: OtlpReceiver, ray_
     # --no-cache: these tests measure the Ray path itself (the cache has its own tests).
     proc = start_server(
         tmp_path_factory.mktemp("ray"), "--backend", "ray", "--no-cache", "--request-timeout-s", "20",
+        "--min-replicas", "1", "--max-replicas", "1",  # one replica: its Info stats see every batch
         "--categories-file", str(ray_categories), env=env,
     )
     yield proc
@@ -245,7 +246,7 @@ def test_categories_change_reaches_the_replicas_under_load(ray_stack: ServerProc
 
 def test_sigterm_stops_the_embedded_ray_it_started(tmp_path: Path) -> None:
     """Runs last in this module: its own `serve --backend ray`, stopped by its PID; no Ray process may outlive it."""
-    proc = start_server(tmp_path, "--backend", "ray", env={"RAY_AUTH_MODE": "disabled"})
+    proc = start_server(tmp_path, "--backend", "ray", "--min-replicas", "1", "--max-replicas", "1", env={"RAY_AUTH_MODE": "disabled"})
     children = psutil.Process(proc.process.pid).children(recursive=True)
     assert any("raylet" in " ".join(c.cmdline()) for c in children if c.is_running())
     proc.process.send_signal(signal.SIGTERM)

@@ -30,3 +30,14 @@ def test_cli_prints_the_same_config_for_the_same_flags() -> None:
         capture_output=True, text=True, check=True,
     ).stdout
     assert yaml.safe_load(out) == serve_config(Settings(replica_num_gpus=1, max_replicas=3))
+
+
+def test_embedded_ray_never_asks_for_more_cpu_replicas_than_its_cpus() -> None:
+    from mcp_classifier.embedder.local_cluster import fit_replicas_to_node
+
+    fitted = fit_replicas_to_node(Settings(ray_num_cpus=1, replica_num_cpus=1, min_replicas=2, max_replicas=3))
+    assert (fitted.min_replicas, fitted.max_replicas) == (1, 1)
+    untouched = Settings(ray_num_cpus=4, replica_num_cpus=1, min_replicas=2, max_replicas=3)
+    assert fit_replicas_to_node(untouched) == untouched
+    gpu = Settings(ray_num_cpus=1, replica_num_gpus=1, min_replicas=2, max_replicas=2)
+    assert fit_replicas_to_node(gpu) == gpu  # GPU replicas are placed by GPUs, not CPUs

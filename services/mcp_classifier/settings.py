@@ -61,8 +61,10 @@ class Settings(BaseSettings):
     ray_object_store_mb: int = Field(200, ge=75, description="Object store size of the embedded Ray node (MiB).")
     replica_num_cpus: float = Field(1.0, ge=0, description="ray_actor_options.num_cpus of each embedder replica.")
     replica_num_gpus: float = Field(0.0, ge=0, description="ray_actor_options.num_gpus of each embedder replica (1 on a GPU node).")
-    min_replicas: int = Field(1, ge=0, description="Autoscaling: fewest embedder replicas.")
-    max_replicas: int = Field(1, ge=1, description="Autoscaling: most embedder replicas.")
+    min_replicas: int = Field(
+        2, ge=0, description="Autoscaling: fewest embedder replicas (2 single-CPU replicas beat one 2-thread replica on a 2-core box)."
+    )
+    max_replicas: int = Field(2, ge=1, description="Autoscaling: most embedder replicas.")
     target_ongoing_requests: float = Field(16.0, gt=0, description="Autoscaling: ongoing requests per replica to aim for.")
     max_ongoing_requests: int = Field(64, ge=1, description="Requests one replica accepts at once (must be >= batch_size for @serve.batch to fill).")
     max_concurrent_batches: int = Field(2, ge=1, description="Batches the gateway keeps in flight to the embedder at once.")

@@ -47,6 +47,18 @@ def start_local_serve(settings: Settings) -> int:
     return grpc_port
 
 
+def fit_replicas_to_node(settings: Settings) -> Settings:
+    """On the embedded single node, never ask for more CPU replicas than its CPUs hold
+    (Serve would wait for resources forever)."""
+    if settings.replica_num_gpus or not settings.replica_num_cpus:
+        return settings
+    fits = max(1, int(settings.ray_num_cpus // settings.replica_num_cpus))
+    if settings.max_replicas <= fits:
+        return settings
+    log.warning("embedded Ray has %d CPUs: using at most %d replicas of %g CPU", settings.ray_num_cpus, fits, settings.replica_num_cpus)
+    return settings.model_copy(update={"min_replicas": min(settings.min_replicas, fits), "max_replicas": fits})
+
+
 def deploy_app(settings: Settings, reload_generation: int = 0) -> None:
     """(Re)deploy the app. Changing only user_config (reload_generation) reconfigures the running
     replicas in place: each re-reads its categories file, no replica restarts."""
@@ -54,6 +66,7 @@ def deploy_app(settings: Settings, reload_generation: int = 0) -> None:
 
     from .deployment import build_app_with_options
 
+    settings = fit_replicas_to_node(settings)
     app = build_app_with_options(settings, replica_settings(settings), reload_generation)
     serve.run(app, name=settings.serve_app_name, route_prefix=route_prefix(settings), blocking=False)
 
