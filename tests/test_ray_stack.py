@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import concurrent.futures
-import json
-import os
 import re
 import secrets
 import shutil
 import signal
 import threading
-import subprocess
 import time
 from pathlib import Path
 from typing import Iterator

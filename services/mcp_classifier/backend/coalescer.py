@@ -53,7 +53,6 @@ class RequestCoalescer:
         self._in_flight: set[asyncio.Task[None]] = set()
         self._last_batch_size = 0
         self.batches_run = 0
-        self.texts_run = 0
 
     @property
     def running(self) -> bool:
@@ -144,7 +143,6 @@ class RequestCoalescer:
         finally:
             self._slots.release()
         self.batches_run += 1
-        self.texts_run += len(texts)
         log.debug("batch of %d texts from %d requests", len(texts), len(batch))
         offset = 0
         for p in batch:

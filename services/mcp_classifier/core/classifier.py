@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -35,9 +34,6 @@ class Classifier:
             "category index built: %d categories, %d vectors, temperature %.4f, leave-one-out accuracy %.3f",
             len(config.categories), index.size, index.calibration.temperature, index.calibration.loo_accuracy,
         )
-
-    def reload(self, config: CategoryConfig) -> None:
-        self._install(config)
 
     def reload_from(self, path: Path | str) -> bool:
         """Hot reload: apply the file if it is valid and differs; a bad file keeps the old one in place.

@@ -139,9 +139,6 @@ class Embedder:
             # On the forward thread: the swap happens between batches, never inside one.
             self._executor.submit(self._classifier.reload_from, self._settings.categories_file).result()
 
-    def __del__(self) -> None:
-        self._stop_watch.set()
-
     def _record(self, n_texts: int, seconds: float) -> None:
         self._batch_sizes.observe(n_texts)
         self._forward_time.observe(seconds)
