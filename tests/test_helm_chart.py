@@ -43,6 +43,7 @@ VALUE_FLAGS: dict[str, str] = {
     "embedder.queryInstruction": "--query-instruction",
     "embedder.maxSeqLength": "--max-seq-length",
     "embedder.torchThreads": "--torch-threads",
+    "embedder.forwardOverheadTokens": "--forward-overhead-tokens",
     "embedder.batchSize": "--batch-size",
     "embedder.batchWindowMs": "--batch-window-ms",
     "embedder.batchSlotChars": "--batch-slot-chars",
@@ -216,12 +217,12 @@ def test_serve_config_v2_equals_the_cli_for_every_ci_profile(rendered: dict[str,
 
 ALL_DEFAULTS = {  # every replica setting at its Settings default: serve-config lists none of them
     "model": "builtin:minilm", "device": "auto", "dtype": "auto", "pooling": "auto", "queryInstruction": "auto",
-    "maxSeqLength": 256, "torchThreads": 0, "batchSize": 32, "gpusPerReplica": 0, "cpusPerReplica": 1,
+    "maxSeqLength": 256, "torchThreads": 0, "forwardOverheadTokens": 0, "batchSize": 32, "gpusPerReplica": 0, "cpusPerReplica": 1,
     "workers": {"gpusPerPod": 0, "tolerations": []},
 }
 ALL_CHANGED = {  # every setting away from its default, odd numbers included
     "model": "/models/qwen3-embedding", "device": "cuda", "dtype": "float16", "pooling": "last", "queryInstruction": "always",
-    "maxSeqLength": 1024, "torchThreads": 3, "batchSize": 96, "batchWindowMs": 7.5, "batchSlotChars": 300,
+    "maxSeqLength": 1024, "torchThreads": 3, "forwardOverheadTokens": 48.5, "batchSize": 96, "batchWindowMs": 7.5, "batchSlotChars": 300,
     "maxOngoingRequests": 48, "cpusPerReplica": 0.5, "gpusPerReplica": 0.5, "targetOngoingRequests": 12.5,
     "replicas": {"min": 0, "max": 7}, "workers": {"gpusPerPod": 2, "maxReplicas": 4},
 }

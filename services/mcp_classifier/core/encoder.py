@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Sequence
@@ -13,6 +14,8 @@ from typing import Literal, Sequence
 import numpy as np
 import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+from .batch_plan import plan_sub_batches
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +105,7 @@ class TextEncoder:
         instruction: str = "",
         max_seq_length: int = 256,
         batch_size: int = 32,
+        forward_overhead_tokens: float = 0.0,
     ) -> None:
         self.model_id = model
         path = resolve_model_path(model)
@@ -127,9 +131,13 @@ class TextEncoder:
         self.query_prefix = f"Instruct: {instruction}\nQuery:" if use_instruction and instruction else ""
         self.dimensions = int(getattr(self.model.config, "hidden_size", 0))
         self.last_batch_tokens = 0
+        self.last_forward_calls = 0
         # HF fast tokenizers change their padding/truncation state per call: not safe to share
         # across threads, so calls are serialised (the forward itself runs concurrently).
         self._tokenizer_lock = threading.Lock()
+        # How costly a model call is next to padding: decides how a mixed batch is split (batch_plan).
+        self.forward_overhead_tokens = forward_overhead_tokens or self.measure_forward_overhead()
+        log.info("one forward costs about as much as %.0f tokens of padding", self.forward_overhead_tokens)
 
     @property
     def info(self) -> EncoderInfo:
@@ -153,35 +161,89 @@ class TextEncoder:
         """Category examples and descriptions: no instruction, as the model's authors specify."""
         return self.encode(texts)
 
-    def token_counts(self, texts: Sequence[str]) -> list[int]:
+    def _tokenize(self, texts: Sequence[str]) -> dict[str, list[list[int]]]:
+        """Unpadded token ids (and masks) of each text: tokenised once, padded per model call."""
         with self._tokenizer_lock:
-            ids = self.tokenizer(list(texts), truncation=True, max_length=self.max_seq_length)["input_ids"]
-        return [len(x) for x in ids]
+            features = self.tokenizer(list(texts), truncation=True, max_length=self.max_seq_length)
+        return {name: features[name] for name in self.tokenizer.model_input_names if name in features}
+
+    def token_counts(self, texts: Sequence[str]) -> list[int]:
+        return [len(ids) for ids in self._tokenize(texts)["input_ids"]]
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed texts in length-sorted sub-batches (padding costs 2-3x on CPU otherwise)."""
+        """Embed texts length-sorted, in the sub-batches `plan_sub_batches` finds cheapest."""
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)
-        counts = self.token_counts(texts)
+        features = self._tokenize(texts)
+        counts = [len(ids) for ids in features["input_ids"]]
         self.last_batch_tokens = int(sum(counts))  # read by tracing (forward span attribute)
         order = np.argsort(counts, kind="stable")
+        groups = plan_sub_batches([counts[i] for i in order], self.batch_size, self.forward_overhead_tokens)
         out = np.empty((len(texts), self.dimensions), dtype=np.float32)
-        for start in range(0, len(texts), self.batch_size):
-            idx = order[start : start + self.batch_size]
-            out[idx] = self._forward([texts[i] for i in idx])
+        for group in groups:
+            idx = order[group]
+            out[idx] = self._forward(self._pad({name: [rows[i] for i in idx] for name, rows in features.items()}))
+        self.last_forward_calls = len(groups)
         return out
 
+    def _pad(self, features: dict[str, list[list[int]]]) -> dict[str, torch.Tensor]:
+        """Rows padded to the longest, on the tokenizer's padding side.
+
+        Written by hand because `tokenizer.pad` re-validates every row in Python and costs as much
+        as tokenising again; this is one array fill per input.
+        """
+        width = max(len(row) for row in features["input_ids"])
+        left = self.tokenizer.padding_side == "left"
+        pad_values = {"input_ids": self.tokenizer.pad_token_id, "token_type_ids": self.tokenizer.pad_token_type_id}
+        tensors = {}
+        for name, rows in features.items():
+            array = np.full((len(rows), width), pad_values.get(name, 0), dtype=np.int64)
+            for r, row in enumerate(rows):
+                if left:
+                    array[r, width - len(row) :] = row
+                else:
+                    array[r, : len(row)] = row
+            tensors[name] = torch.from_numpy(array).to(self.device)
+        return tensors
+
     @torch.inference_mode()
-    def _forward(self, texts: list[str]) -> np.ndarray:
-        with self._tokenizer_lock:
-            batch = self.tokenizer(
-                texts, padding=True, truncation=True, max_length=self.max_seq_length, return_tensors="pt"
-            ).to(self.device)
+    def _forward(self, batch: dict[str, torch.Tensor]) -> np.ndarray:
         hidden = self.model(**batch).last_hidden_state
-        mask = batch["attention_mask"]
-        pooled = pool(hidden, mask, self.pooling, left_padded=self.tokenizer.padding_side == "left")
+        pooled = pool(hidden, batch["attention_mask"], self.pooling, left_padded=self.tokenizer.padding_side == "left")
         pooled = torch.nn.functional.normalize(pooled.float(), p=2, dim=-1)
         return pooled.cpu().numpy()
+
+    @torch.inference_mode()
+    def measure_forward_overhead(self, *, length: int = 16, rows: int = 8, repeats: int = 3) -> float:
+        """The fixed cost of one forward, in tokens: the intercept over the per-token slope of
+        the best-of-`repeats` times of 1 row and `rows` rows of `length` tokens.
+
+        Large on a GPU (tokens are nearly free there, so batches stay whole), a few dozen tokens
+        for a small model on CPU. Measured rather than configured because it depends on model and
+        hardware alike.
+        """
+        ids = self._tokenize(["warm-up " * length])
+        one = self._pad({name: [row[0][:length]] for name, row in ids.items()})
+        many = self._pad({name: [row[0][:length]] * rows for name, row in ids.items()})
+        width = one["input_ids"].shape[1]
+
+        def best_time(batch: dict[str, torch.Tensor]) -> float:
+            self.model(**batch)  # first call of a shape pays allocation
+            times = []
+            for _ in range(repeats):
+                started = time.perf_counter()
+                self.model(**batch)
+                if self.device.type == "cuda":
+                    torch.cuda.synchronize()
+                times.append(time.perf_counter() - started)
+            return min(times)
+
+        t_one, t_many = best_time(one), best_time(many)
+        ceiling = float(self.batch_size * self.max_seq_length)  # "never split" for all practical purposes
+        per_token = (t_many - t_one) / ((rows - 1) * width)
+        if per_token <= 0:  # tokens looked free (GPU, or noise): keep batches whole
+            return ceiling
+        return min(ceiling, max(0.0, t_one / per_token - width))
 
 
 def pool(hidden: torch.Tensor, mask: torch.Tensor, pooling: Pooling, *, left_padded: bool) -> torch.Tensor:

@@ -1,0 +1,46 @@
+"""Splitting one batch of texts into the model calls that cost least.
+
+A batch formed from live traffic mixes short and long queries. Padded to its longest text, it
+wastes most of its compute on padding (on this project's 2-core box random batches of 16 ran at
+~70% of the length-sorted rate); split into one call per length, it pays the fixed cost of a
+forward (Python, kernel launches) many times over. The model's cost is close to
+``overhead + rows * longest_row`` (in tokens), so the cheapest split of the length-sorted texts
+into contiguous groups is a small dynamic programme. It is the product's own scheduling logic,
+so it is written here rather than taken from a library.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+
+def plan_sub_batches(sorted_lengths: Sequence[int], max_rows: int, overhead_tokens: float) -> list[slice]:
+    """Cheapest split of ascending token counts into contiguous groups of at most `max_rows`.
+
+    Cost of a group = `overhead_tokens` + rows x its longest length. O(n * max_rows), i.e. a few
+    thousand additions for a batch of 32: nothing next to one forward.
+    """
+    n = len(sorted_lengths)
+    if n == 0:
+        return []
+    if max_rows < 1:
+        raise ValueError("max_rows must be at least 1")
+    if any(b < a for a, b in zip(sorted_lengths, sorted_lengths[1:])):
+        raise ValueError("lengths must be sorted ascending")
+    best = [0.0] + [float("inf")] * n  # best[j]: cheapest cost of the first j texts
+    start_of_last = [0] * (n + 1)
+    for end in range(1, n + 1):
+        longest = sorted_lengths[end - 1]  # sorted: the group's last text is its longest
+        for start in range(max(0, end - max_rows), end):
+            cost = best[start] + overhead_tokens + (end - start) * longest
+            if cost < best[end]:
+                best[end] = cost
+                start_of_last[end] = start
+    groups: list[slice] = []
+    end = n
+    while end > 0:
+        start = start_of_last[end]
+        groups.append(slice(start, end))
+        end = start
+    groups.reverse()
+    return groups
