@@ -2,8 +2,9 @@
 """Local benchmark: classify_text over HTTP next to the raw in-process model floor, in one run.
 
 Prints a Markdown table with
-  * the raw in-process forward rate (``encoder.encode_queries``, length-sorted sub-batches of
-    ``batch_size``, default 32) over a fixed set of realistic queries - the "raw floor";
+  * the raw in-process forward rate over a fixed set of realistic queries, two ways: length-sorted
+    fixed chunks of ``batch_size`` (default 32), and the encoder's planned sub-batches; the higher
+    is the "raw floor";
   * the full in-process ``classifier.classify()`` rate over the same texts;
   * sequential HTTP latency (p50/p95/p99) for ``classify_text``;
   * HTTP throughput at 1, 8 and 32 concurrent keep-alive clients (configurable).
@@ -335,17 +336,36 @@ class CpuMark:
 
 # ---- raw in-process floor ---------------------------------------------------------------------
 def measure_raw(settings: Settings, texts: Sequence[str], seconds: float) -> list[RawResult]:
-    """Time encode_queries (length-sorted sub-batches) and classify() in this process, then free the model.
+    """Time the raw forward two ways, and classify(), in this process; then free the model.
 
-    Runs before the server starts so neither side competes for the cores.
+    The two forward rows: the issue's floor (length-sorted fixed chunks of ``batch_size``, one
+    model call each) and the encoder's own planned sub-batches (what the server runs). The
+    higher of the two is the floor, so the ratio never flatters the server. Runs before the
+    server starts so neither side competes for the cores.
     """
     from mcp_classifier.backend.factory import build_classifier
 
     classifier = build_classifier(settings)
+    encoder = classifier.encoder
+    queries = [encoder.format_query(t) for t in texts]
+    by_length = [queries[i] for i in sorted(range(len(queries)), key=encoder.token_counts(queries).__getitem__)]
+    chunks = [by_length[i : i + settings.batch_size] for i in range(0, len(by_length), settings.batch_size)]
+    planned_overhead = encoder.forward_overhead_tokens
+
+    def fixed_chunks(_: list[str]) -> None:
+        # A model call "costing" more than any padding makes each chunk exactly one forward.
+        encoder.forward_overhead_tokens = float("inf")
+        try:
+            for chunk in chunks:
+                encoder.encode(chunk)
+        finally:
+            encoder.forward_overhead_tokens = planned_overhead
+
     results: list[RawResult] = []
     try:
         for name, fn in (
-            (f"raw forward, batch {settings.batch_size} sorted", classifier.encoder.encode_queries),
+            (f"raw forward, batch {settings.batch_size} sorted", fixed_chunks),
+            ("raw forward, planned sub-batches", encoder.encode_queries),
             ("raw classify()", classifier.classify),
         ):
             fn(list(texts))  # warm-up: first calls pay allocator and kernel-selection costs
@@ -702,7 +722,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The floor always uses torch's default threads (the whole machine): a server tuned with
     # --torch-threads 1 is compared against what the hardware can do, not against a handicapped floor.
     raw = measure_raw(settings.model_copy(update={"torch_threads": 0}), texts, args.raw_seconds)
-    floor = raw[0].texts_per_s
+    floor_row = max(raw[:2], key=lambda r: r.texts_per_s)
+    floor = floor_row.texts_per_s
 
     print(f"starting server: serve --host 127.0.0.1 --port 0 {' '.join(server_args)}", file=sys.stderr)
     server = Server(server_args)
@@ -732,8 +753,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     print(render_cpu_table(raw, http))
     print()
+    print(f"raw floor = {floor_row.name} (the higher forward row)")
     print(f"{top.name} / raw floor: {ratio:.1%} (target ≥ {TARGET_RATIO:.0%}) -> {'PASS' if passed else 'MISS'}")
-    best = raw[0].best_pass_texts_per_s
+    best = max(r.best_pass_texts_per_s for r in raw[:2])
     if best > 0:
         # On a noisy host the mean floor can be depressed by neighbours; the fastest pass is the stricter bar.
         print(f"{top.name} / fastest raw pass ({best:.1f} texts/s): {top.rps / best:.1%}")
@@ -753,7 +775,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "floor_texts_per_s": floor,
             "ratio_name": top.name,
             "ratio": ratio,
-            "ratio_vs_fastest_raw_pass": top.rps / raw[0].best_pass_texts_per_s if raw[0].best_pass_texts_per_s > 0 else None,
+            "floor_row": floor_row.name,
+            "ratio_vs_fastest_raw_pass": top.rps / best if best > 0 else None,
             "target": TARGET_RATIO,
             "pass": passed,
             "leftover_descendants": leftovers,

@@ -143,3 +143,67 @@ def test_model_processes_answer_like_the_thread_and_all_reload(classifier: Class
         assert one.class_index == many.class_index
         np.testing.assert_allclose(one.probabilities, many.probabilities, atol=1e-4)
     assert all(len(r.probabilities) == 6 and r.category == "finance" for r in after)  # both processes reloaded
+
+
+def test_two_model_threads_run_batches_side_by_side_with_unbatched_answers(classifier: Classifier) -> None:
+    """The default on a multi-core CPU: batches overlap on two threads sharing one model."""
+    import threading
+
+    unbatched = [classifier.classify([t])[0] for t in TEXTS]
+    active, most_active = 0, 0
+    lock = threading.Lock()
+
+    class CountingClassifier:
+        """The real classifier, counting how many batches run at the same moment."""
+
+        info = classifier.info
+
+        def classify(self, texts: list[str]) -> list:
+            nonlocal active, most_active
+            with lock:
+                active += 1
+                most_active = max(most_active, active)
+            try:
+                return classifier.classify(texts)
+            finally:
+                with lock:
+                    active -= 1
+
+    async def run() -> list:
+        backend = LocalBatchingBackend(
+            ThreadModelWorker(CountingClassifier, threads=2),  # type: ignore[arg-type]
+            batch_size=8, batch_window_ms=5.0, max_queue=1024, request_timeout_s=30.0, max_concurrent_batches=2,
+        )
+        await backend.start()
+        try:
+            return [r[0] for r in await asyncio.gather(*(backend.classify([t]) for t in TEXTS * 2))]
+        finally:
+            await backend.close()
+
+    answers = asyncio.run(run())
+    assert most_active == 2, "the two model threads never overlapped"
+    for one, many in zip(unbatched * 2, answers):
+        assert one.class_index == many.class_index
+        np.testing.assert_allclose(one.probabilities, many.probabilities, atol=1e-4)
+
+
+def test_auto_threading_gives_each_cpu_a_single_threaded_model_call() -> None:
+    from mcp_classifier.backend.factory import fill_local_threading, usable_cpus
+
+    cpus = usable_cpus()
+    auto = fill_local_threading(Settings(device="cpu"))
+    assert (auto.model_threads, auto.torch_threads) == (cpus, 1)
+    assert fill_local_threading(Settings(device="cpu", model_threads=1)).torch_threads == cpus  # one call, every core
+    assert fill_local_threading(Settings(device="cpu", model_processes=2)).torch_threads == max(1, cpus // 2)
+    explicit = fill_local_threading(Settings(device="cpu", model_threads=3, torch_threads=2))
+    assert (explicit.model_threads, explicit.torch_threads) == (3, 2)  # what the operator says wins
+    assert fill_local_threading(Settings(device="cuda")).model_threads == 1  # a GPU wants one stream of calls
+
+
+def test_numpy_blas_runs_single_threaded_once_a_model_is_built(classifier: Classifier) -> None:
+    """OpenBLAS's idle threads spin for ~0.1 s after each matmul and took a core from the model."""
+    from threadpoolctl import threadpool_info
+
+    blas = [pool for pool in threadpool_info() if pool["user_api"] == "blas"]
+    assert blas, "numpy loaded no BLAS library threadpoolctl knows"
+    assert all(pool["num_threads"] == 1 for pool in blas), blas

@@ -35,7 +35,14 @@ class Settings(BaseSettings):
         description="Prefix queries with 'Instruct: {task}\\nQuery:'; auto does so for last-token (Qwen3-Embedding style) models.",
     )
     max_seq_length: int = Field(256, ge=8, le=32768, description="Tokens kept per text; longer texts are truncated.")
-    torch_threads: int = Field(0, ge=0, description="torch intra-op threads; 0 keeps torch's default.")
+    torch_threads: int = Field(
+        0, ge=0, description="torch intra-op threads; 0: CPUs / model_threads for --backend local, torch's default elsewhere."
+    )
+    forward_overhead_tokens: float = Field(
+        0.0, ge=0,
+        description="Fixed cost of one model call, in tokens of padding: how a mixed batch is split into length-sorted calls; "
+        "0 measures it at start.",
+    )
 
     # --- batching --------------------------------------------------------------------------
     batch_size: int = Field(32, ge=1, le=4096, description="Most texts in one model forward.")
@@ -70,10 +77,14 @@ class Settings(BaseSettings):
     max_concurrent_batches: int = Field(2, ge=1, description="Batches the gateway keeps in flight to the embedder at once.")
     grpc_max_attempts: int = Field(4, ge=1, le=5, description="gRPC attempts per call (retries on UNAVAILABLE and RESOURCE_EXHAUSTED, with backoff).")
 
+    model_threads: int = Field(
+        0, ge=0, le=64,
+        description="--backend local: model threads in the gateway process, one batch each in flight; 0: one per CPU on CPU, 1 on CUDA.",
+    )
     model_processes: int = Field(
         0, ge=0, le=64,
-        description="--backend local: 0 runs the model on a thread of the gateway process; N runs N model processes "
-        "(each with torch_threads threads), one batch each in flight.",
+        description="--backend local: 0 runs the model on model_threads threads of the gateway process; N runs N model "
+        "processes instead (each with torch_threads threads), one batch each in flight.",
     )
 
     # --- categories ------------------------------------------------------------------------

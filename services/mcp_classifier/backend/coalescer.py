@@ -52,6 +52,7 @@ class RequestCoalescer:
         self._worker: asyncio.Task[None] | None = None
         self._in_flight: set[asyncio.Task[None]] = set()
         self._last_batch_size = 0
+        self._in_flight_texts = 0
         self.batches_run = 0
 
     @property
@@ -94,10 +95,11 @@ class RequestCoalescer:
         loop = asyncio.get_running_loop()
         batch = [await self._queue.get()]
         count = len(batch[0].texts)
+        limit = self._fair_share(count)
         # Wait for stragglers only when the server is busy (the last batch had company):
         # a lone client then pays no batching delay, a crowd gets fuller batches.
         deadline = loop.time() + (self._window_s if self._last_batch_size > 1 else 0.0)
-        while count < self._batch_size:
+        while count < limit:
             try:
                 item = self._queue.get_nowait()
             except asyncio.QueueEmpty:
@@ -112,6 +114,21 @@ class RequestCoalescer:
             count += len(item.texts)
         return batch
 
+    def _fair_share(self, first_count: int) -> int:
+        """Most texts the forming batch may take.
+
+        With several batches in flight, a batch that grabs the whole queue leaves the other
+        slots a text or two: they then run near-empty forwards while one long batch holds the
+        crowd, and the imbalance feeds itself. Capping each batch at an even share of all
+        outstanding work (queued + in flight) keeps the slots balanced. The queue counts
+        requests, not texts: close enough, since nearly every request carries one text.
+        """
+        if self._max_concurrent == 1:
+            return self._batch_size
+        assert self._queue is not None
+        outstanding = first_count + self._queue.qsize() + self._in_flight_texts
+        return max(1, min(self._batch_size, -(-outstanding // self._max_concurrent)))
+
     async def _run(self) -> None:
         assert self._slots is not None
         while True:
@@ -121,6 +138,7 @@ class RequestCoalescer:
                 self._slots.release()
                 continue
             self._last_batch_size = sum(len(p.texts) for p in batch)
+            self._in_flight_texts += self._last_batch_size
             task = asyncio.create_task(self._execute(batch))
             self._in_flight.add(task)
             task.add_done_callback(self._in_flight.discard)
@@ -141,6 +159,7 @@ class RequestCoalescer:
                     p.future.set_exception(error)
             return
         finally:
+            self._in_flight_texts -= len(texts)
             self._slots.release()
         self.batches_run += 1
         log.debug("batch of %d texts from %d requests", len(texts), len(batch))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from ..settings import Settings
@@ -15,6 +16,7 @@ if TYPE_CHECKING:  # the model stack (torch) is imported only where a model is b
 def build_classifier(settings: Settings) -> "Classifier":
     """Load the model and build the category index (slow: seconds). Runs wherever the model lives."""
     import torch
+    from threadpoolctl import threadpool_limits
 
     from ..core.categories import load_categories
     from ..core.classifier import Classifier
@@ -22,6 +24,10 @@ def build_classifier(settings: Settings) -> "Classifier":
 
     if settings.torch_threads:
         torch.set_num_threads(settings.torch_threads)
+    # numpy's BLAS (OpenBLAS) keeps a thread per core that busy-waits for ~0.1 s after every
+    # matmul. The scoring matmuls are tiny, and that spinning thread took most of a core from the
+    # model on a 2-core box (32 clients: 236 -> 342 req/s). One BLAS thread, process-wide.
+    threadpool_limits(limits=1, user_api="blas")
     config = load_categories(settings.categories_file)
     encoder = TextEncoder(
         settings.model,
@@ -32,22 +38,47 @@ def build_classifier(settings: Settings) -> "Classifier":
         instruction=config.instruction,
         max_seq_length=settings.max_seq_length,
         batch_size=settings.batch_size,
+        forward_overhead_tokens=settings.forward_overhead_tokens,
     )
     return Classifier(encoder, config)
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask, which containers and taskset narrow)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def fill_local_threading(settings: Settings) -> Settings:
+    """Resolve model_threads and torch_threads left on auto (0) for the in-process backend.
+
+    On CPU, one single-threaded model call per core beats one call spread over every core: the
+    calls never wait at an OpenMP barrier for a thread that the HTTP event loop has pre-empted
+    (about 1.3x on a 2-core box: compare `bench_local.py` with `--model-threads 1`). A GPU wants
+    one stream of calls.
+    """
+    import torch
+
+    cpus = usable_cpus()
+    on_cuda = settings.device == "cuda" or (settings.device == "auto" and torch.cuda.is_available())
+    threads = settings.model_threads or (1 if on_cuda else cpus)
+    in_flight = settings.model_processes or threads
+    torch_threads = settings.torch_threads or max(1, cpus // in_flight)
+    return settings.model_copy(update={"model_threads": threads, "torch_threads": torch_threads})
 
 
 def build_local_backend(settings: Settings) -> "LocalBatchingBackend":
     from .local import LocalBatchingBackend
     from .model_worker import ModelWorker, ProcessModelWorker, ThreadModelWorker
 
+    settings = fill_local_threading(settings)
     worker: ModelWorker
     if settings.model_processes:
         worker = ProcessModelWorker(settings.model_dump_json(), settings.model_processes)
     else:
-        worker = ThreadModelWorker(lambda: build_classifier(settings))
+        worker = ThreadModelWorker(lambda: build_classifier(settings), threads=settings.model_threads)
     return LocalBatchingBackend(
         worker,
-        max_concurrent_batches=max(1, settings.model_processes),
+        max_concurrent_batches=settings.model_processes or settings.model_threads,
         categories_file=settings.categories_file,
         batch_size=settings.batch_size,
         batch_window_ms=settings.batch_window_ms,

@@ -1,5 +1,5 @@
-"""Where the in-process backend's model runs, so the event loop never waits on it: one dedicated
-thread (the default), or N spawned model processes (`--model-processes N`)."""
+"""Where the in-process backend's model runs, so the event loop never waits on it: dedicated
+threads sharing one model (the default), or N spawned model processes (`--model-processes N`)."""
 
 from __future__ import annotations
 
@@ -21,11 +21,16 @@ class ModelWorker(Protocol):
 
 
 class ThreadModelWorker:
-    """The model on one dedicated thread of this process (used by tests that hand in a classifier)."""
+    """One model shared by `threads` dedicated threads of this process, one batch each.
 
-    def __init__(self, classifier_factory: Callable[[], Classifier]) -> None:
+    torch releases the GIL inside its kernels, so single-threaded calls on several threads run
+    side by side; the tokenizer is serialised by the encoder, and a category reload swaps the
+    index in one assignment, so a batch never sees half of one.
+    """
+
+    def __init__(self, classifier_factory: Callable[[], Classifier], *, threads: int = 1) -> None:
         self._factory = classifier_factory
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="classifier")
+        self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="classifier")
         self.classifier: Classifier | None = None
 
     async def start(self) -> ClassifierInfo:
@@ -41,7 +46,7 @@ class ThreadModelWorker:
         return self.classifier.info
 
     async def reload_categories(self, path: Path) -> bool:
-        """Rebuild the index on the model thread, between batches, so no batch sees a half-built one."""
+        """Rebuild the index on a model thread, off the event loop; it goes live in one swap."""
         assert self.classifier is not None
         return await asyncio.get_running_loop().run_in_executor(self._executor, self.classifier.reload_from, path)
 
