@@ -187,17 +187,17 @@ def test_two_model_threads_run_batches_side_by_side_with_unbatched_answers(class
         np.testing.assert_allclose(one.probabilities, many.probabilities, atol=1e-4)
 
 
-def test_auto_threading_gives_each_cpu_a_single_threaded_model_call() -> None:
-    from mcp_classifier.backend.factory import fill_local_threading, usable_cpus
+def test_auto_torch_threads_share_the_cpus_among_concurrent_model_calls() -> None:
+    import torch
 
-    cpus = usable_cpus()
-    auto = fill_local_threading(Settings(device="cpu"))
-    assert (auto.model_threads, auto.torch_threads) == (cpus, 1)
-    assert fill_local_threading(Settings(device="cpu", model_threads=1)).torch_threads == cpus  # one call, every core
-    assert fill_local_threading(Settings(device="cpu", model_processes=2)).torch_threads == max(1, cpus // 2)
-    explicit = fill_local_threading(Settings(device="cpu", model_threads=3, torch_threads=2))
-    assert (explicit.model_threads, explicit.torch_threads) == (3, 2)  # what the operator says wins
-    assert fill_local_threading(Settings(device="cuda")).model_threads == 1  # a GPU wants one stream of calls
+    from mcp_classifier.backend.factory import fill_local_threading
+
+    cpus = torch.get_num_threads()  # the budget fill_local_threading shares out
+    assert fill_local_threading(Settings()).torch_threads == 0  # one call in flight: torch's default
+    assert fill_local_threading(Settings(model_threads=2)).torch_threads == max(1, cpus // 2)
+    assert fill_local_threading(Settings(model_threads=2 * cpus)).torch_threads == 1
+    assert fill_local_threading(Settings(model_processes=2)).torch_threads == max(1, cpus // 2)
+    assert fill_local_threading(Settings(model_threads=3, torch_threads=2)).torch_threads == 2  # the operator's word wins
 
 
 def test_numpy_blas_runs_single_threaded_once_a_model_is_built(classifier: Classifier) -> None:

@@ -36,7 +36,7 @@ class Settings(BaseSettings):
     )
     max_seq_length: int = Field(256, ge=8, le=32768, description="Tokens kept per text; longer texts are truncated.")
     torch_threads: int = Field(
-        0, ge=0, description="torch intra-op threads; 0: CPUs / model_threads for --backend local, torch's default elsewhere."
+        0, ge=0, description="torch intra-op threads; 0: torch's default, shared out among model_threads/model_processes for --backend local."
     )
     forward_overhead_tokens: float = Field(
         0.0, ge=0,
@@ -78,8 +78,9 @@ class Settings(BaseSettings):
     grpc_max_attempts: int = Field(4, ge=1, le=5, description="gRPC attempts per call (retries on UNAVAILABLE and RESOURCE_EXHAUSTED, with backoff).")
 
     model_threads: int = Field(
-        0, ge=0, le=64,
-        description="--backend local: model threads in the gateway process, one batch each in flight; 0: one per CPU on CPU, 1 on CUDA.",
+        1, ge=1, le=64,
+        description="--backend local: model threads in the gateway process sharing one model, one batch each in flight "
+        "(on 2 cores one thread with 2 torch threads served more, and sooner, than two single-threaded ones).",
     )
     model_processes: int = Field(
         0, ge=0, le=64,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 from ..settings import Settings
@@ -43,27 +42,19 @@ def build_classifier(settings: Settings) -> "Classifier":
     return Classifier(encoder, config)
 
 
-def usable_cpus() -> int:
-    """CPUs this process may run on (its affinity mask, which containers and taskset narrow)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
 def fill_local_threading(settings: Settings) -> Settings:
-    """Resolve model_threads and torch_threads left on auto (0) for the in-process backend.
+    """Resolve torch_threads left on auto (0) for the in-process backend.
 
-    On CPU, one single-threaded model call per core beats one call spread over every core: the
-    calls never wait at an OpenMP barrier for a thread that the HTTP event loop has pre-empted
-    (about 1.3x on a 2-core box: compare `bench_local.py` with `--model-threads 1`). A GPU wants
-    one stream of calls.
+    One model call in flight keeps torch's own default (physical cores, or OMP_NUM_THREADS).
+    Several share that budget out, so concurrent calls never oversubscribe the cores: their
+    OpenMP threads would wait on each other at every barrier.
     """
+    in_flight = settings.model_processes or settings.model_threads
+    if settings.torch_threads or in_flight == 1:
+        return settings
     import torch
 
-    cpus = usable_cpus()
-    on_cuda = settings.device == "cuda" or (settings.device == "auto" and torch.cuda.is_available())
-    threads = settings.model_threads or (1 if on_cuda else cpus)
-    in_flight = settings.model_processes or threads
-    torch_threads = settings.torch_threads or max(1, cpus // in_flight)
-    return settings.model_copy(update={"model_threads": threads, "torch_threads": torch_threads})
+    return settings.model_copy(update={"torch_threads": max(1, torch.get_num_threads() // in_flight)})
 
 
 def build_local_backend(settings: Settings) -> "LocalBatchingBackend":

@@ -85,9 +85,9 @@ def _child_reload(path: str) -> bool:
 class ProcessModelWorker:
     """N spawned processes, one model each, one batch each at a time.
 
-    On a small CPU box this sidesteps two costs of a model thread beside the HTTP loop: the GIL
-    (HF modules run Python between torch ops) and OpenMP barriers stalled whenever the loop takes
-    a core. Each process runs torch with `torch_threads` threads (1 is the intended pairing).
+    Each has its own interpreter, so the HF modules' Python between torch ops never waits for
+    the HTTP loop's GIL; the price is a model copy per process and pickled results. Each process
+    runs torch with `torch_threads` threads (by default its share of the cores).
     """
 
     def __init__(self, settings_json: str, processes: int) -> None:
