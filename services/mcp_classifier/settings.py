@@ -47,7 +47,9 @@ class Settings(BaseSettings):
     # --- batching --------------------------------------------------------------------------
     batch_size: int = Field(32, ge=1, le=4096, description="Most texts in one model forward.")
     batch_window_ms: float = Field(
-        5.0, ge=0.0, le=1000.0, description="How long a forming batch waits for more requests while the server is busy."
+        0.0, ge=0.0, le=1000.0,
+        description="How long a forming batch waits for more requests while the server is busy; 0 takes what is queued when "
+        "the model frees up (measured best on CPU: with Ray, 21 against 26 ms sequential p50 and more req/s at every load).",
     )
     batch_slot_chars: int = Field(
         256, ge=1, description="Token-aware batch sizing on the replicas: a text takes one batch slot per this many characters."

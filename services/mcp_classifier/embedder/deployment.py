@@ -40,6 +40,12 @@ class _BatchItem:
     enqueued_at: float
 
 
+# @serve.batch needs its knobs when the class is defined; reconfigure() applies the real ones
+# from user_config before the first request. Both start from the settings' defaults.
+_DEFAULT_BATCH_SIZE = int(Settings.model_fields["batch_size"].default)
+_DEFAULT_WAIT_S = float(Settings.model_fields["batch_window_ms"].default) / 1000.0
+
+
 def _item_slots(items: list[_BatchItem]) -> int:
     return sum(item.slots for item in items)
 
@@ -87,7 +93,7 @@ class Embedder:
         self._max_batch_size = int(user_config.get("max_batch_size", self._max_batch_size))
         self._slot_chars = int(user_config.get("batch_slot_chars", self._slot_chars))
         self._classify_batch.set_max_batch_size(self._max_batch_size)
-        self._classify_batch.set_batch_wait_timeout_s(float(user_config.get("batch_wait_timeout_s", 0.005)))
+        self._classify_batch.set_batch_wait_timeout_s(float(user_config.get("batch_wait_timeout_s", _DEFAULT_WAIT_S)))
 
     async def Classify(self, request: pb.ClassifyRequest, grpc_context: Any = None) -> pb.ClassifyResponse:  # noqa: N802 (gRPC name)
         metadata = dict(grpc_context.invocation_metadata()) if grpc_context is not None else {}
@@ -108,7 +114,7 @@ class Embedder:
     async def Info(self, request: pb.InfoRequest, grpc_context: Any = None) -> pb.InfoResponse:  # noqa: N802 (gRPC name)
         return info_to_proto(self._classifier.info, self._stats)
 
-    @serve.batch(max_batch_size=32, batch_wait_timeout_s=0.005, batch_size_fn=_item_slots)
+    @serve.batch(max_batch_size=_DEFAULT_BATCH_SIZE, batch_wait_timeout_s=_DEFAULT_WAIT_S, batch_size_fn=_item_slots)
     async def _classify_batch(self, items: list[_BatchItem]) -> list[list[ClassificationResult]]:
         started = time.perf_counter()
         for item in items:
