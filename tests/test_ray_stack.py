@@ -166,6 +166,7 @@ def test_one_request_is_traced_across_gateway_grpc_replica_batch_and_forward(ray
     assert set(found) == wanted, f"missing spans: {wanted - set(found)}; got {sorted({s.name for s in otlp.spans()})}"
     forward = found["embedder forward"]
     assert forward.attributes["mcp_classifier.batch_size"] >= 1 and forward.attributes["mcp_classifier.tokens"] > 0  # type: ignore[attr-defined]
+    assert 1 <= forward.attributes["mcp_classifier.model_calls"] <= forward.attributes["mcp_classifier.batch_size"]  # type: ignore[attr-defined]
 
 
 def test_backend_down_answers_within_the_deadline_and_recovers_without_restart(tmp_path: Path, serve_grpc_port: int, category_count: int) -> None:
