@@ -23,7 +23,9 @@ def watch_file_in_thread(path: Path, on_change: Callable[[], None], stop: thread
     """
 
     def run() -> None:
-        folder = path.resolve().parent if path.exists() else path.parent
+        # Not resolved: a ConfigMap's file resolves into a timestamped folder that the kubelet
+        # deletes on the next update, while the `..data` swap happens beside the unresolved path.
+        folder = path.parent
         try:
             for _ in watch(folder, stop_event=stop, debounce=DEBOUNCE_MS, recursive=False, raise_interrupt=False):
                 try:
