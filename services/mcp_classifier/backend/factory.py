@@ -42,6 +42,11 @@ def build_classifier(settings: Settings) -> "Classifier":
     return Classifier(encoder, config)
 
 
+def model_calls_in_flight(settings: Settings) -> int:
+    """Batches the in-process backend runs at once: one per model process, else per model thread."""
+    return settings.model_processes or settings.model_threads
+
+
 def fill_local_threading(settings: Settings) -> Settings:
     """Resolve torch_threads left on auto (0) for the in-process backend.
 
@@ -49,7 +54,7 @@ def fill_local_threading(settings: Settings) -> Settings:
     Several share that budget out, so concurrent calls never oversubscribe the cores: their
     OpenMP threads would wait on each other at every barrier.
     """
-    in_flight = settings.model_processes or settings.model_threads
+    in_flight = model_calls_in_flight(settings)
     if settings.torch_threads or in_flight == 1:
         return settings
     import torch
@@ -69,7 +74,7 @@ def build_local_backend(settings: Settings) -> "LocalBatchingBackend":
         worker = ThreadModelWorker(lambda: build_classifier(settings), threads=settings.model_threads)
     return LocalBatchingBackend(
         worker,
-        max_concurrent_batches=settings.model_processes or settings.model_threads,
+        max_concurrent_batches=model_calls_in_flight(settings),
         categories_file=settings.categories_file,
         batch_size=settings.batch_size,
         batch_window_ms=settings.batch_window_ms,

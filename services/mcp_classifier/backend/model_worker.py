@@ -102,10 +102,6 @@ class ProcessModelWorker:
         self._idle: asyncio.Queue[ProcessPoolExecutor] | None = None
         self._info: ClassifierInfo | None = None
 
-    @property
-    def concurrency(self) -> int:
-        return len(self._executors)
-
     async def start(self) -> ClassifierInfo:
         loop = asyncio.get_running_loop()
         infos = await asyncio.gather(*(loop.run_in_executor(e, _child_info) for e in self._executors))

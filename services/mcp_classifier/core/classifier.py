@@ -28,8 +28,10 @@ class Classifier:
 
     def _install(self, config: CategoryConfig) -> None:
         index = CategoryIndex.build(config, encoder=self.encoder)
-        # One assignment swaps index and policy together, so a concurrent batch sees old or new, never a mix.
-        self._state = (config, index, RoutingPolicy(config))
+        # The versions hash the whole file: worked out once here, not on every info read (each Classify RPC).
+        versions = (config.category_set_version, config.policy_version)
+        # One assignment swaps everything together, so a concurrent batch sees old or new, never a mix.
+        self._state = (config, index, RoutingPolicy(config), versions)
         log.info(
             "category index built: %d categories, %d vectors, temperature %.4f, leave-one-out accuracy %.3f",
             len(config.categories), index.size, index.calibration.temperature, index.calibration.loo_accuracy,
@@ -44,20 +46,24 @@ class Classifier:
             config = load_categories(path)
         except CategoryFileError as exc:
             self.reload_error = str(exc)
-            log.error("categories reload refused, keeping version %s: %s", self.info.category_set_version, exc)
+            log.error("categories reload refused, keeping version %s: %s", self.versions[0], exc)
             return False
-        current = self._state[0]
-        if (config.category_set_version, config.policy_version) == (current.category_set_version, current.policy_version):
+        if (config.category_set_version, config.policy_version) == self.versions:
             self.reload_error = None
             return False
         self._install(config)
         self.reload_error = None  # cleared only once the new version is live
-        log.info("categories reloaded from %s: version %s, %d categories", path, config.category_set_version, len(config.categories))
+        log.info("categories reloaded from %s: version %s, %d categories", path, self.versions[0], len(config.categories))
         return True
 
     @property
+    def versions(self) -> tuple[str, str]:
+        """(category_set_version, policy_version) of the live categories."""
+        return self._state[3]
+
+    @property
     def info(self) -> ClassifierInfo:
-        config, index, _ = self._state
+        config, index, _, (category_set_version, policy_version) = self._state
         enc = self.encoder.info
         return ClassifierInfo(
             model_id=enc.model_id,
@@ -65,8 +71,8 @@ class Classifier:
             dtype=enc.dtype,
             pooling=enc.pooling,
             categories=config,
-            category_set_version=config.category_set_version,
-            policy_version=config.policy_version,
+            category_set_version=category_set_version,
+            policy_version=policy_version,
             index_size=index.size,
             temperature=index.calibration.temperature,
             loo_accuracy=index.calibration.loo_accuracy,
@@ -74,7 +80,7 @@ class Classifier:
         )
 
     def classify(self, texts: Sequence[str]) -> list[ClassificationResult]:
-        config, index, policy = self._state
+        config, index, policy, _ = self._state
         if not texts:
             return []
         probs = index.probabilities(self.encoder.encode_queries(texts))

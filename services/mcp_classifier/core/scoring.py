@@ -77,7 +77,6 @@ def fit_temperature(scores: np.ndarray, labels: np.ndarray) -> float:
 class Calibration:
     temperature: float
     loo_accuracy: float
-    loo_nll: float
 
 
 def calibrate_leave_one_out(
@@ -90,4 +89,4 @@ def calibrate_leave_one_out(
     scores = category_scores(sims, labels, n_categories, desc_sims)
     temperature = fit_temperature(scores, labels)
     accuracy = float((scores.argmax(axis=1) == labels).mean())
-    return Calibration(temperature=temperature, loo_accuracy=accuracy, loo_nll=_nll(scores, labels, temperature))
+    return Calibration(temperature=temperature, loo_accuracy=accuracy)

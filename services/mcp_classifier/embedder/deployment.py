@@ -103,12 +103,12 @@ class Embedder:
             slots = sum(max(1, math.ceil(len(t) / self._slot_chars)) for t in texts)
             item = _BatchItem(texts, span.get_span_context(), min(slots, self._max_batch_size), time.perf_counter())
             results = await self._classify_batch(item) if texts else []
-            info = self._classifier.info
+            category_set_version, policy_version = self._classifier.versions
             return pb.ClassifyResponse(
                 results=results_to_proto(results, request.with_probabilities),
-                category_set_version=info.category_set_version,
-                policy_version=info.policy_version,
-                model_id=info.model_id,
+                category_set_version=category_set_version,
+                policy_version=policy_version,
+                model_id=self._classifier.encoder.model_id,
             )
 
     async def Info(self, request: pb.InfoRequest, grpc_context: Any = None) -> pb.InfoResponse:  # noqa: N802 (gRPC name)

@@ -15,7 +15,15 @@ from fastapi.responses import Response
 from ..backend.base import ClassificationBackend
 from ..edge import EdgeGuard, EdgeMiddleware
 from ..protocol.dispatcher import McpDispatcher
-from ..protocol.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, SERVER_UNAVAILABLE, JsonRpcError
+from ..protocol.jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    SERVER_UNAVAILABLE,
+    JsonRpcError,
+    error_response,
+)
 from ..telemetry import GatewayMetrics
 
 log = logging.getLogger(__name__)
@@ -117,7 +125,6 @@ def create_app(
                 await service.close()
 
     app = FastAPI(title="mcp-classifier", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
-    app.state.metrics = metrics
     if edge is not None:
         app.add_middleware(EdgeMiddleware, guard=edge)
 
@@ -129,8 +136,7 @@ def create_app(
         except BodyTooLarge:
             metrics.errors.labels("body_too_large").inc()
             response = json_response(
-                {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": f"request body exceeds {max_body_bytes} bytes"}},
-                status=413,
+                error_response(None, JsonRpcError(INVALID_REQUEST, f"request body exceeds {max_body_bytes} bytes")), status=413
             )
         else:
             answer = await dispatcher.handle_bytes(body)
