@@ -179,11 +179,13 @@ class CachingBackend:
 
     def _remember_versions(self, info: ClassifierInfo) -> Versions:
         versions = Versions(info.model_id, info.category_set_version, info.policy_version)
-        if self._versions is not None and versions != self._versions:
-            log.info("cache: classifier versions changed %s -> %s; new cache keys from now on", self._versions, versions)
-        self._versions = versions
+        # Replaced only on a change: classify() rebuilds its key hasher when this object changes.
+        if versions != self._versions:
+            if self._versions is not None:
+                log.info("cache: classifier versions changed %s -> %s; new cache keys from now on", self._versions, versions)
+            self._versions = versions
         self._versions_at = time.monotonic()
-        return versions
+        return self._versions
 
     def invalidate_versions(self) -> None:
         """Re-read the versions on the next call (a hot reload calls this once it has swapped categories)."""

@@ -31,15 +31,10 @@ class CircuitBreaker:
         self._clock = clock
         self.consecutive_failures = 0
         self.opened_at: float | None = None
-        self.times_opened = 0
 
     @property
     def is_open(self) -> bool:
         return self.opened_at is not None
-
-    def allow(self) -> bool:
-        """True when callers may use Redis now (circuit closed)."""
-        return self.opened_at is None
 
     def probe_due(self) -> bool:
         """True when the circuit is open and the cool-down has passed: time to try Redis again."""
@@ -57,7 +52,6 @@ class CircuitBreaker:
         self.consecutive_failures += 1
         if self.opened_at is None and self.consecutive_failures >= self.failure_threshold:
             self.opened_at = self._clock()
-            self.times_opened += 1
             if self._on_open:
                 self._on_open()
             return True

@@ -52,6 +52,7 @@ class RedisLink:
         label: str = "external",
     ) -> None:
         self.url = url
+        self._safe_url = redact_url(url)  # for /health and logs: never the password
         self.label = label  # "external" or "embedded"
         self._timeout_s = timeout_s
         self._connect_timeout_s = connect_timeout_s
@@ -78,9 +79,9 @@ class RedisLink:
         )
         ok = await self.run("ping", lambda c: c.ping(), False)
         if ok:
-            log.info("cache: Redis at %s (%s) reachable", redact_url(self.url), self.label)
+            log.info("cache: Redis at %s (%s) reachable", self._safe_url, self.label)
         else:
-            log.warning("cache: Redis at %s (%s) not reachable; classifying without it until it is", redact_url(self.url), self.label)
+            log.warning("cache: Redis at %s (%s) not reachable; classifying without it until it is", self._safe_url, self.label)
 
     async def close(self) -> None:
         if self._probe_task is not None:
@@ -95,13 +96,13 @@ class RedisLink:
             self.client = None
 
     def health(self) -> dict[str, Any]:
-        return {"redis": {"url": redact_url(self.url), "mode": self.label, "up": not self.breaker.is_open}}
+        return {"redis": {"url": self._safe_url, "mode": self.label, "up": not self.breaker.is_open}}
 
     # ---- calls -----------------------------------------------------------------------------
     async def run(self, op: str, fn: Callable[[aioredis.Redis], Awaitable[T]], default: T) -> T:
         """fn(client), or ``default`` when Redis is unavailable (breaker open, error, timeout)."""
         client = self.client
-        if client is None or self.breaker.opened_at is not None:
+        if client is None or self.breaker.is_open:
             self.metrics.redis_skipped.labels(op).inc()
             if client is not None and self.breaker.probe_due():
                 self._start_probe()
@@ -128,7 +129,7 @@ class RedisLink:
         else:
             log.warning(
                 "cache: Redis at %s failed %d times in a row (last: %s: %s); skipping it for %.1f s, then probing",
-                redact_url(self.url), self.breaker.failure_threshold, type(exc).__name__, exc, self.breaker.cooldown_s,
+                self._safe_url, self.breaker.failure_threshold, type(exc).__name__, exc, self.breaker.cooldown_s,
             )
 
     # ---- breaker transitions and the background probe ---------------------------------------
@@ -138,7 +139,7 @@ class RedisLink:
 
     def _closed(self) -> None:
         self.metrics.redis_up.set(1)
-        log.warning("cache: Redis at %s is back; using it again", redact_url(self.url))
+        log.warning("cache: Redis at %s is back; using it again", self._safe_url)
 
     def _start_probe(self) -> None:
         if self._probe_task is None or self._probe_task.done():

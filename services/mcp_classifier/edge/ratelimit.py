@@ -36,7 +36,6 @@ return {count, ttl}
 class Decision:
     allowed: bool
     limit: int
-    remaining: int
     retry_after_s: int  # whole seconds until the window ends (for Retry-After)
 
 
@@ -54,12 +53,12 @@ class RateLimiter:
         answer = await self.link.run("ratelimit", lambda c: self._script_for(c)(keys=[key], args=[self.window_ms]), None)
         if answer is None:
             self.metrics.rate_limit_fail_open.inc()
-            return Decision(True, self.limit, self.limit, 0)
+            return Decision(True, self.limit, 0)
         count, ttl_ms = int(answer[0]), int(answer[1])
         if count <= self.limit:
-            return Decision(True, self.limit, self.limit - count, 0)
+            return Decision(True, self.limit, 0)
         self.metrics.rate_limited.inc()
-        return Decision(False, self.limit, 0, max(1, math.ceil(ttl_ms / 1000)))
+        return Decision(False, self.limit, max(1, math.ceil(ttl_ms / 1000)))
 
     def _script_for(self, client: Any) -> Any:
         # redis-py's Script runs EVALSHA and loads the script on NOSCRIPT (e.g. after a Redis restart).
