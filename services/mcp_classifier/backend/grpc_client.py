@@ -87,7 +87,7 @@ class GrpcBackend:
         self._max_attempts = max_attempts
         self._channel: grpc.aio.Channel | None = None
         self._stub: pb_grpc.ClassifierStub | None = None
-        self._info: tuple[float, ClassifierInfo, pb.InfoResponse] | None = None
+        self._info: tuple[float, ClassifierInfo] | None = None
         self._ready: tuple[float, bool] = (0.0, False)
         self._coalescer = RequestCoalescer(
             self._classify_batch,
@@ -129,8 +129,7 @@ class GrpcBackend:
     async def info(self) -> ClassifierInfo:
         now = time.monotonic()
         if self._info is None or now - self._info[0] > INFO_CACHE_S:
-            message = await self.info_message()
-            self._info = (now, info_from_proto(message), message)
+            self._info = (now, info_from_proto(await self.info_message()))
         return self._info[1]
 
     async def ready(self) -> bool:

@@ -60,7 +60,8 @@ class EmbeddedRayBackend:
         before = (await self.client.info()).category_set_version
         self._reload_generation += 1
         await asyncio.to_thread(deploy_app, self._settings, self._reload_generation)
-        await self.client.reload_categories()
+        await self.client.reload_categories()  # drops the client's cached Info
+        # Compared here, not by the client: a Classify answer may clear its cache meanwhile.
         return (await self.client.info()).category_set_version != before
 
 

@@ -23,7 +23,7 @@ from ..core.classifier import ClassificationResult
 from ..core.file_watch import watch_file_in_thread
 from ..settings import Settings
 from ..telemetry import setup_tracing
-from .serve_config import DEPLOYMENT_NAME, deployment_options
+from .serve_config import DEPLOYMENT_NAME, deployment_options, replica_settings
 
 log = logging.getLogger(__name__)
 TRACER_NAME = "mcp_classifier.embedder"  # the tracer is made per replica: Ray pickles this class by value
@@ -65,11 +65,11 @@ class Embedder:
         self._max_batch_size = self._settings.batch_size
         self._stats = pb.BatchStats(batch_size_counts=[0] * BATCH_SIZE_BUCKETS)
         self._reload_generation = 0
-        self._stop_watch = threading.Event()
         if self._settings.categories_file is not None:
             # Each replica watches its own copy (a ConfigMap mount on Kubernetes), so a change
-            # reaches every replica even when no gateway asks for it.
-            watch_file_in_thread(self._settings.categories_file, self._reload_categories, self._stop_watch)
+            # reaches every replica even when no gateway asks for it. The watch lives as long as
+            # the replica's process, so nothing ever stops it.
+            watch_file_in_thread(self._settings.categories_file, self._reload_categories, threading.Event())
         self._batch_sizes = Histogram(
             "mcp_classifier_embedder_batch_size", description="Texts per model batch",
             boundaries=[1, 2, 4, 8, 16, 32, 64, 128, 256],
@@ -160,8 +160,8 @@ def build_app(args: dict[str, Any]) -> serve.Application:
     return Embedder.bind(args.get("settings", {}))
 
 
-def build_app_with_options(settings: Settings, replica_settings: dict[str, Any], reload_generation: int = 0) -> serve.Application:
-    """The embedded path: the same deployment options the Serve config carries, applied directly."""
+def build_app_with_options(settings: Settings, reload_generation: int = 0) -> serve.Application:
+    """The embedded path: the same deployment options and replica settings the Serve config carries, applied directly."""
     options = deployment_options(settings)
     options["user_config"] = {**options["user_config"], "reload_generation": reload_generation}
-    return Embedder.options(**options).bind(replica_settings)
+    return Embedder.options(**options).bind(replica_settings(settings))

@@ -7,7 +7,7 @@ import os
 import socket
 
 from ..settings import Settings
-from .serve_config import SERVICER_FUNCTION, replica_settings, route_prefix
+from .serve_config import SERVICER_FUNCTION, route_prefix
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ def deploy_app(settings: Settings, reload_generation: int = 0) -> None:
     from .deployment import build_app_with_options
 
     settings = fit_replicas_to_node(settings)
-    app = build_app_with_options(settings, replica_settings(settings), reload_generation)
+    app = build_app_with_options(settings, reload_generation)
     serve.run(app, name=settings.serve_app_name, route_prefix=route_prefix(settings), blocking=False)
 
 
