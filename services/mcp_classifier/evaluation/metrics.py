@@ -65,7 +65,8 @@ def evaluate(system: str, truth: list[str], predictions: list[Prediction], expec
         recall[label] = float(tp / actual) if actual else 0.0
         denominator = precision[label] + recall[label]
         f1[label] = 2 * precision[label] * recall[label] / denominator if denominator else 0.0
-    true_labels = [label for label in labels if label in set(truth)]
+    seen = set(truth)
+    true_labels = [label for label in labels if label in seen]
     correct = np.array([t == p.category for t, p in zip(truth, predictions)])
     confidences = np.array([p.confidence for p in predictions], dtype=float)
     ece, reliability = expected_calibration_error(confidences, correct)

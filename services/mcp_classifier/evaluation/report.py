@@ -61,9 +61,10 @@ def write_figures(evaluations: list[Evaluation], out_dir: Path) -> dict[str, str
         ax.set_xlabel("predicted")
         ax.set_ylabel("true")
         ax.set_title(f"Confusion matrix: {e.system}")
+        dark = max(map(max, e.confusion)) / 2  # cells above half the largest get white text
         for i, row in enumerate(e.confusion):
             for j, value in enumerate(row):
-                ax.text(j, i, str(value), ha="center", va="center", color="white" if value > max(map(max, e.confusion)) / 2 else "black")
+                ax.text(j, i, str(value), ha="center", va="center", color="white" if value > dark else "black")
         fig.colorbar(image, ax=ax)
         fig.tight_layout()
         name = f"confusion-{_slug(e.system)}.png"
