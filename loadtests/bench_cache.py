@@ -45,11 +45,10 @@ import httpx  # noqa: E402
 import orjson  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_local import TEXTS, CpuMark, ProcessTree, Server, percentile  # noqa: E402
+from bench_local import _JSON, TEXTS, CpuMark, ProcessTree, Server, _body, _client, percentile, run_event_loop  # noqa: E402
 
 P50_TARGET_MS = 2.0
 RPS_RATIO_TARGET = 0.60
-_JSON = {"content-type": "application/json"}
 
 
 @dataclass
@@ -67,10 +66,6 @@ class Measurement:
     loadgen_cpu_pct: float | None = None
     misses_during: float | None = None
     failure_samples: list[str] = field(default_factory=list)
-
-
-def hit_body(text: str) -> bytes:
-    return orjson.dumps({"name": "classify_text", "arguments": {"text": text}})
 
 
 NOOP_BODY = b"{}"
@@ -94,8 +89,7 @@ async def measure(url: str, name: str, path: str, bodies: Sequence[bytes], clien
     """Closed loop: ``clients`` connections, each sending its next request as soon as the last answered."""
     latencies: list[float] = []
     failures: list[str] = []
-    connector = aiohttp.TCPConnector(limit=clients, limit_per_host=clients)
-    async with aiohttp.ClientSession(base_url=url, connector=connector, timeout=aiohttp.ClientTimeout(total=30)) as session:
+    async with _client(url, clients) as session:
         for i in range(clients * 3):  # warm-up: open every connection
             await _post(session, path, bodies[i % len(bodies)])
         mark0 = CpuMark.take(tree)
@@ -125,7 +119,7 @@ async def measure(url: str, name: str, path: str, bodies: Sequence[bytes], clien
         p50_ms=1000 * percentile(latencies, 50),
         p99_ms=1000 * percentile(latencies, 99),
         server_cpu_pct=server_cpu,
-        server_cpu_us_per_request=None if server_cpu is None or not latencies else server_cpu / 100.0 * elapsed / len(latencies) * 1e6,
+        server_cpu_us_per_request=None if server_cpu is None or not latencies else (mark1.server - mark0.server) / len(latencies) * 1e6,
         loadgen_cpu_pct=100.0 * (mark1.loadgen - mark0.loadgen) / elapsed,
         failure_samples=failures[:3],
     )
@@ -147,7 +141,7 @@ async def warm(url: str, texts: Sequence[str]) -> None:
 
         async def one(text: str) -> None:
             async with sem:
-                err = await _post(session, "/mcp/tools/call", hit_body(text))
+                err = await _post(session, "/mcp/tools/call", _body(text))
                 if err:
                     raise RuntimeError(f"warm-up failed: {err}")
 
@@ -211,7 +205,7 @@ async def run(url: str, tree: ProcessTree, args: argparse.Namespace) -> dict[tup
     texts = list(TEXTS)
     print(f"warming the cache with {len(texts)} texts", file=sys.stderr)
     await warm(url, texts)
-    hit_bodies = [hit_body(t) for t in texts]
+    hit_bodies = [_body(t) for t in texts]
     runs: dict[tuple[str, int], list[Measurement]] = {}
     for round_no in range(args.rounds):
         for n in (1, args.clients):
@@ -239,7 +233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not health.get("cache", {}).get("enabled") or not health["cache"].get("redis", {}).get("up"):
             raise RuntimeError(f"the cache is not on: {health.get('cache')}")
         print(f"server {url}: cache via {health['cache']['redis']['mode']} Redis {health['cache']['redis']['url']}", file=sys.stderr)
-        results = asyncio.run(run(url, server.tree, args))
+        results = run_event_loop(run(url, server.tree, args))
     finally:
         server.stop()
     print(table(results, args.clients))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from dataclasses import dataclass
@@ -13,12 +12,7 @@ from pathlib import Path
 import pytest
 
 from mcp_classifier.cache.embedded import _die_with_parent, find_redis_server
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from mcp_classifier.embedder.local_cluster import free_port
 
 
 def redis_binary() -> str:
@@ -51,14 +45,13 @@ def make_tls_files(tmp_dir: Path) -> TlsFiles:
 
 class RedisServer:
     def __init__(
-        self, tmp_dir: Path, *, password: str | None = None, port: int | None = None, tls: "TlsFiles | None" = None, extra: tuple[str, ...] = ()
+        self, tmp_dir: Path, *, password: str | None = None, tls: "TlsFiles | None" = None
     ) -> None:
         self.binary = redis_binary()
         self.tmp_dir = tmp_dir
         self.password = password
-        self.port = port or free_port()
+        self.port = free_port()
         self.tls = tls
-        self.extra = extra
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -70,7 +63,7 @@ class RedisServer:
 
     def start(self, timeout_s: float = 15.0) -> "RedisServer":
         args = [self.binary, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                "--dir", str(self.tmp_dir), "--daemonize", "no", "--loglevel", "warning", *self.extra]
+                "--dir", str(self.tmp_dir), "--daemonize", "no", "--loglevel", "warning"]
         if self.tls:
             args += ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file", str(self.tls.cert),
                      "--tls-key-file", str(self.tls.key), "--tls-ca-cert-file", str(self.tls.ca), "--tls-auth-clients", "no"]
