@@ -107,7 +107,7 @@ def _serve(settings: Settings, metrics, redis) -> int:  # type: ignore[no-untype
     if tracing:
         instrument_grpc_client()
     dispatcher, backend = _build_gateway(settings, wrap=redis.wrap_backend)
-    services: list[object] = [redis]
+    services: list[object] = [redis, edge.keys]  # the keys watch their file, if any
     if settings.categories_file is not None:
         from .hot_reload import HotReload
 

@@ -31,7 +31,7 @@ def watch_file_in_thread(path: Path, on_change: Callable[[], None], stop: thread
                 try:
                     on_change()
                 except Exception:  # noqa: BLE001 - a failed reload must not end the watch
-                    log.exception("categories reload after a change of %s failed", path)
+                    log.exception("re-reading %s after a change failed", path)
         except FileNotFoundError:
             log.error("cannot watch %s: its folder does not exist", folder)
 

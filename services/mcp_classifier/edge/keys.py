@@ -5,13 +5,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
-import os
-import time
+import threading
 from pathlib import Path
 
-log = logging.getLogger(__name__)
+from ..core.file_watch import watch_file_in_thread
 
-FILE_RECHECK_S = 2.0  # how often the keys file's mtime is looked at (Kubernetes rotates Secrets in place)
+log = logging.getLogger(__name__)
 
 
 def _digest(key: str) -> bytes:
@@ -29,15 +28,25 @@ def parse_keys_file(text: str) -> list[str]:
 
 class ApiKeys:
     """Keys are kept only as SHA-256 digests; a presented token is hashed and compared with every
-    digest using hmac.compare_digest (equal lengths, no early exit), so timing reveals nothing."""
+    digest using hmac.compare_digest (equal lengths, no early exit), so timing reveals nothing.
+
+    The keys file is re-read when its folder changes (``start()`` watches it: Kubernetes rotates
+    a mounted Secret in place); the new digests replace the old in one assignment.
+    """
 
     def __init__(self, inline: str | None, file: Path | None) -> None:
         self._inline = [k.strip() for k in (inline or "").split(",") if k.strip()]
         self._file = Path(file) if file is not None else None
-        self._file_mtime: float | None = None
-        self._file_checked = 0.0
         self._digests: tuple[bytes, ...] = ()
+        self._stop_watch = threading.Event()
         self._load(initial=True)
+
+    async def start(self) -> None:
+        if self._file is not None:
+            watch_file_in_thread(self._file, self._load, self._stop_watch)
+
+    async def close(self) -> None:
+        self._stop_watch.set()
 
     @property
     def enabled(self) -> bool:
@@ -51,7 +60,6 @@ class ApiKeys:
         keys = list(self._inline)
         if self._file is not None:
             try:
-                stat = self._file.stat()
                 file_keys = parse_keys_file(self._file.read_text("utf-8"))
             except OSError as exc:
                 if initial:
@@ -62,28 +70,14 @@ class ApiKeys:
                 raise OSError(f"api_keys_file {self._file} holds no keys (one key a line; # starts a comment)")
             if not file_keys and not initial:
                 log.warning("edge: api_keys_file %s now holds no keys; keeping the keys loaded before", self._file)
-                self._file_mtime = stat.st_mtime
                 return
-            self._file_mtime = stat.st_mtime
             keys += file_keys
-            if not initial:
-                log.info("edge: api_keys_file %s changed: %d keys now", self._file, len(file_keys))
-        self._digests = tuple(dict.fromkeys(_digest(k) for k in keys))
-
-    def _maybe_reload(self) -> None:
-        now = time.monotonic()
-        if self._file is None or now - self._file_checked < FILE_RECHECK_S:
-            return
-        self._file_checked = now
-        try:
-            mtime = os.stat(self._file).st_mtime
-        except OSError:
-            mtime = None
-        if mtime != self._file_mtime:
-            self._load()
+        digests = tuple(dict.fromkeys(_digest(k) for k in keys))
+        if not initial and digests != self._digests:  # the folder also changes for other files
+            log.info("edge: api_keys_file %s changed: %d keys now", self._file, len(digests))
+        self._digests = digests
 
     def verify(self, token: str) -> bool:
-        self._maybe_reload()
         presented = _digest(token)
         ok = False
         for digest in self._digests:
