@@ -46,6 +46,7 @@ for name in os.environ["GATEWAY_EXCLUDE"].split():
     assert importlib.util.find_spec(name) is None, f"{name} must not be installed in the gateway image"
 import mcp_classifier.backend.grpc_client  # noqa: E402,F401
 import mcp_classifier.cli  # noqa: E402,F401
+import mcp_classifier.wiring  # noqa: E402,F401
 import mcp_classifier.transports.http  # noqa: E402,F401
 PY
 

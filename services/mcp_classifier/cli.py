@@ -1,22 +1,30 @@
-"""Command line: wires settings -> backend -> dispatcher -> transport. Nothing else imports this module."""
+"""Command line: parses flags into settings and runs a command; the wiring itself is in wiring.py.
+
+Nothing else imports this module."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import logging
 import socket
 import sys
 import types
 import typing
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from pydantic import ValidationError
 
 from . import __version__
 from .settings import Settings, settings_fields
+
+if TYPE_CHECKING:
+    from .cache.runtime import RedisRuntime
+    from .telemetry import GatewayMetrics
 
 log = logging.getLogger("mcp_classifier")
 
@@ -68,20 +76,6 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _build_gateway(settings: Settings, *, force_local: bool = False, wrap=None):  # type: ignore[no-untyped-def]
-    from .backend.factory import build_backend
-    from .protocol.classify_tools import register_classification_tools
-    from .protocol.dispatcher import McpDispatcher
-    from .protocol.tools import ToolRegistry
-
-    backend = build_backend(settings, force_local=force_local)
-    if wrap is not None:
-        backend = wrap(backend)  # e.g. the Redis cache (serve only)
-    registry = ToolRegistry()
-    register_classification_tools(registry, backend, settings.max_text_length)
-    return McpDispatcher(registry), backend
-
-
 def cmd_serve(settings: Settings) -> int:
     from .cache.runtime import RedisRuntime
     from .telemetry import GatewayMetrics
@@ -95,30 +89,16 @@ def cmd_serve(settings: Settings) -> int:
         redis.stop_embedded()
 
 
-def _serve(settings: Settings, metrics, redis) -> int:  # type: ignore[no-untyped-def]
+def _serve(settings: Settings, metrics: GatewayMetrics, redis: RedisRuntime) -> int:
     import uvicorn
 
-    from .edge import build_edge_guard
     from .telemetry import instrument_grpc_client, setup_tracing
-    from .transports.http import create_app, route_label
+    from .wiring import build_http_app
 
-    edge = build_edge_guard(settings, metrics, link=redis.link, redis_metrics=redis.metrics, route_label=route_label)
     tracing = setup_tracing("mcp-classifier-gateway")
     if tracing:
         instrument_grpc_client()
-    dispatcher, backend = _build_gateway(settings, wrap=redis.wrap_backend)
-    services: list[object] = [redis, edge.keys]  # the keys watch their file, if any
-    if settings.categories_file is not None:
-        from .hot_reload import HotReload
-
-        services.append(HotReload(backend, settings.categories_file))
-    app = create_app(
-        dispatcher, backend, max_body_bytes=settings.max_body_bytes, metrics=metrics, edge=edge, services=services, freeze_gc=True
-    )
-    if tracing:
-        from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
-
-        FastAPIInstrumentor.instrument_app(app, excluded_urls="health,ready,metrics")
+    app = build_http_app(settings, redis, metrics, tracing=tracing)
     sock = _bind(settings.host, settings.port)
     host, port = sock.getsockname()[:2]
     shown_host = f"[{host}]" if ":" in host else host
@@ -141,9 +121,10 @@ def _serve(settings: Settings, metrics, redis) -> int:  # type: ignore[no-untype
 
 def cmd_stdio(settings: Settings) -> int:
     from .transports.stdio import serve_stdio
+    from .wiring import build_gateway
 
     # stdio serves one local host process: the in-process model, unless an embedder address is given.
-    dispatcher, backend = _build_gateway(settings, force_local=not settings.backend.startswith("grpc://"))
+    dispatcher, backend = build_gateway(settings, force_local=not settings.backend.startswith("grpc://"))
 
     async def run() -> None:
         await backend.start()
@@ -157,7 +138,7 @@ def cmd_stdio(settings: Settings) -> int:
 
 
 def cmd_classify(settings: Settings, texts: Sequence[str], with_probabilities: bool) -> int:
-    from .backend.factory import build_classifier
+    from .wiring import build_classifier
 
     classifier = build_classifier(settings)
     for result in classifier.classify(list(texts)):
@@ -181,7 +162,7 @@ class CliError(Exception):
 def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
     try:
         return _run_eval(settings, args)
-    except Exception as exc:  # noqa: BLE001 - sorted below: user-fixable problems become one clear line
+    except Exception as exc:
         import httpx
 
         from .evaluation.dataset import DatasetError
@@ -194,21 +175,22 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
 
 def _run_eval(settings: Settings, args: argparse.Namespace) -> int:
     from .evaluation.dataset import load_dataset
-    from .evaluation.metrics import evaluate
+    from .evaluation.metrics import Prediction, evaluate
     from .evaluation.report import summary_table, write_report
     from .evaluation.systems import predict_local, predict_remote
 
     queries = load_dataset(args.data)
     texts = [q.text for q in queries]
-    systems: list[tuple[str, object]] = []
+    systems: list[tuple[str, Callable[[], list[Prediction]]]] = []
     if args.local or not args.url:
-        systems.append((f"local {settings.model}", lambda: predict_local(settings, texts)))
+        from .wiring import build_classifier
+
+        systems.append((f"local {settings.model}", lambda: predict_local(build_classifier(settings).classify, texts, settings.batch_size)))
     for url in args.url or []:
-        systems.append((url, lambda url=url: predict_remote(url, texts)))
+        systems.append((url, functools.partial(predict_remote, url, texts)))
     print(f"evaluating {len(systems)} system(s) on {len(queries)} labelled queries from {args.data}", file=sys.stderr)
     evaluations = [
-        evaluate(name, [q.category for q in queries], run(), [q.expected_use_reasoning for q in queries], texts)  # type: ignore[operator]
-        for name, run in systems
+        evaluate(name, [q.category for q in queries], run(), [q.expected_use_reasoning for q in queries], texts) for name, run in systems
     ]
     report = write_report(evaluations, args.out, args.data.name)
     print(summary_table(evaluations))

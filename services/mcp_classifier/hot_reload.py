@@ -48,7 +48,7 @@ class HotReload:
         async with self._lock:  # one reload at a time: a watch event and SIGHUP may coincide
             try:
                 changed = await self._backend.reload_categories()
-            except Exception:  # noqa: BLE001 - e.g. a change seen before the backend finished starting
+            except Exception:
                 log.exception("categories reload (%s) failed; the current categories stay live", trigger)
                 return False
         log.info("categories reload (%s): %s", trigger, "new version live" if changed else "no change")

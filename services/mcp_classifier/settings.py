@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, SecretStr
+from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ENV_PREFIX = "MCP_CLASSIFIER_"
@@ -36,10 +37,13 @@ class Settings(BaseSettings):
     )
     max_seq_length: int = Field(256, ge=8, le=32768, description="Tokens kept per text; longer texts are truncated.")
     torch_threads: int = Field(
-        0, ge=0, description="torch intra-op threads; 0: torch's default, shared out among model_threads/model_processes for --backend local."
+        0,
+        ge=0,
+        description="torch intra-op threads; 0: torch's default, shared out among model_threads/model_processes for --backend local.",
     )
     forward_overhead_tokens: float = Field(
-        0.0, ge=0,
+        0.0,
+        ge=0,
         description="Fixed cost of one model call, in tokens of padding: how a mixed batch is split into length-sorted calls; "
         "0 measures it at start.",
     )
@@ -47,7 +51,9 @@ class Settings(BaseSettings):
     # --- batching --------------------------------------------------------------------------
     batch_size: int = Field(32, ge=1, le=4096, description="Most texts in one model forward.")
     batch_window_ms: float = Field(
-        0.0, ge=0.0, le=1000.0,
+        0.0,
+        ge=0.0,
+        le=1000.0,
         description="How long a forming batch waits for more requests while the server is busy; 0 takes what is queued when "
         "the model frees up (measured best on CPU: with Ray, 21 against 26 ms sequential p50 and more req/s at every load).",
     )
@@ -65,7 +71,9 @@ class Settings(BaseSettings):
         pattern=r"^(ray|local|grpc://[^\s/]+:\d+)$",
     )
     serve_app_name: str = Field("mcp-classifier", description="Ray Serve application name (sent as gRPC 'application' metadata).")
-    serve_grpc_port: int = Field(9000, ge=1, le=65535, description="Serve gRPC proxy port in the Serve config; embedded Ray picks a free port instead.")
+    serve_grpc_port: int = Field(
+        9000, ge=1, le=65535, description="Serve gRPC proxy port in the Serve config; embedded Ray picks a free port instead."
+    )
     ray_num_cpus: int = Field(2, ge=1, description="CPUs the embedded Ray node may use.")
     ray_object_store_mb: int = Field(200, ge=75, description="Object store size of the embedded Ray node (MiB).")
     replica_num_cpus: float = Field(1.0, ge=0, description="ray_actor_options.num_cpus of each embedder replica.")
@@ -75,17 +83,25 @@ class Settings(BaseSettings):
     )
     max_replicas: int = Field(2, ge=1, description="Autoscaling: most embedder replicas.")
     target_ongoing_requests: float = Field(16.0, gt=0, description="Autoscaling: ongoing requests per replica to aim for.")
-    max_ongoing_requests: int = Field(64, ge=1, description="Requests one replica accepts at once (must be >= batch_size for @serve.batch to fill).")
+    max_ongoing_requests: int = Field(
+        64, ge=1, description="Requests one replica accepts at once (must be >= batch_size for @serve.batch to fill)."
+    )
     max_concurrent_batches: int = Field(2, ge=1, description="Batches the gateway keeps in flight to the embedder at once.")
-    grpc_max_attempts: int = Field(4, ge=1, le=5, description="gRPC attempts per call (retries on UNAVAILABLE and RESOURCE_EXHAUSTED, with backoff).")
+    grpc_max_attempts: int = Field(
+        4, ge=1, le=5, description="gRPC attempts per call (retries on UNAVAILABLE and RESOURCE_EXHAUSTED, with backoff)."
+    )
 
     model_threads: int = Field(
-        1, ge=1, le=64,
+        1,
+        ge=1,
+        le=64,
         description="--backend local: model threads in the gateway process sharing one model, one batch each in flight "
         "(on 2 cores one thread with 2 torch threads served more, and sooner, than two single-threaded ones).",
     )
     model_processes: int = Field(
-        0, ge=0, le=64,
+        0,
+        ge=0,
+        le=64,
         description="--backend local: 0 runs the model on model_threads threads of the gateway process; N runs N model "
         "processes instead (each with torch_threads threads), one batch each in flight.",
     )
@@ -115,8 +131,12 @@ class Settings(BaseSettings):
     cache_max_value_bytes: int = Field(16384, ge=256, description="Results whose JSON is larger than this (bytes) are not cached.")
     redis_timeout_s: float = Field(0.1, gt=0, description="Deadline of every Redis call; slower calls count as errors and fail open.")
     redis_connect_timeout_s: float = Field(0.25, gt=0, description="Timeout for connecting to Redis.")
-    redis_breaker_failures: int = Field(3, ge=1, description="Consecutive Redis errors that open the circuit breaker (Redis is then skipped).")
-    redis_breaker_cooldown_s: float = Field(2.0, gt=0, description="Seconds the breaker stays open before a background probe tries Redis again.")
+    redis_breaker_failures: int = Field(
+        3, ge=1, description="Consecutive Redis errors that open the circuit breaker (Redis is then skipped)."
+    )
+    redis_breaker_cooldown_s: float = Field(
+        2.0, gt=0, description="Seconds the breaker stays open before a background probe tries Redis again."
+    )
     redis_embedded_maxmemory_mb: int = Field(256, ge=8, description="Memory cap of the embedded redis-server (LRU eviction beyond).")
     api_keys: SecretStr | None = Field(
         None,
@@ -124,7 +144,8 @@ class Settings(BaseSettings):
         "(prefer the env var or --api-keys-file to a flag). No keys anywhere: the API is open.",
     )
     api_keys_file: Path | None = Field(
-        None, description="File with one bearer key per line (# comments and blank lines ignored), e.g. a mounted Kubernetes Secret; re-read when it changes."
+        None,
+        description="File with one bearer key per line (# comments and blank lines ignored), e.g. a mounted Kubernetes Secret; re-read when it changes.",
     )
     allowed_origins: str = Field(
         "localhost,127.0.0.1,[::1]",
@@ -136,10 +157,16 @@ class Settings(BaseSettings):
         description="Comma-separated Host headers accepted (host[:port], *.domain, *); auto: loopback names when bound to a "
         "loopback address, any host otherwise. Others get 403.",
     )
-    rate_limit_requests: int = Field(0, ge=0, description="Requests allowed per API key (per client IP without keys) per window, shared by all replicas through Redis; 0 turns rate limiting off.")
-    rate_limit_window_s: float = Field(60.0, gt=0, description="Rate-limit window (seconds); over the limit the answer is 429 with Retry-After.")
+    rate_limit_requests: int = Field(
+        0,
+        ge=0,
+        description="Requests allowed per API key (per client IP without keys) per window, shared by all replicas through Redis; 0 turns rate limiting off.",
+    )
+    rate_limit_window_s: float = Field(
+        60.0, gt=0, description="Rate-limit window (seconds); over the limit the answer is 429 with Retry-After."
+    )
 
 
-def settings_fields() -> dict[str, object]:
+def settings_fields() -> dict[str, FieldInfo]:
     """Field name -> FieldInfo, in declaration order: the CLI and the README reference are built from it."""
     return dict(Settings.model_fields)

@@ -63,6 +63,7 @@ def setup_tracing(default_service_name: str) -> bool:
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
     else:
+        # assignment: the HTTP exporter stands in for the gRPC one under the same name (same interface)
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # type: ignore[assignment]
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))  # the exporter reads its own OTEL_* env
     trace.set_tracer_provider(provider)

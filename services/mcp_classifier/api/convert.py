@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..core.categories import CategoryConfig
 from ..core.results import ClassificationResult, ClassifierInfo

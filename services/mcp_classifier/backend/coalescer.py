@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable, Sequence
 
 from opentelemetry import context as otel_context
 
@@ -150,7 +150,7 @@ class RequestCoalescer:
             results = await self._run_batch(texts, [p.context for p in batch])
             if len(results) != len(texts):
                 raise BackendError(f"backend returned {len(results)} results for {len(texts)} texts")
-        except Exception as exc:  # noqa: BLE001 - one failed batch fails its callers, not the batcher
+        except Exception as exc:
             error = exc if isinstance(exc, BackendError) else BackendError(f"classification failed: {exc}")
             if not isinstance(exc, BackendError):
                 log.exception("classification batch of %d texts failed", len(texts))

@@ -6,7 +6,7 @@ import asyncio
 import json
 import logging
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 import grpc
 from opentelemetry import context as otel_context
@@ -149,6 +149,15 @@ class GrpcBackend:
         self._info = None
         return before is not None and (await self.info()).category_set_version != before
 
+    async def wait_until_ready(self, timeout_s: float) -> None:
+        """Poll readiness until the embedder answers (it may still be loading its model)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if await self.ready():
+                return
+            await asyncio.sleep(0.2)
+        raise BackendUnavailable(f"embedder at {self.target} not reachable after {timeout_s:g} s")
+
     async def _classify_batch(self, texts: list[str], contexts: list[otel_context.Context]) -> list[ClassificationResult]:
         # The call runs in the first caller's trace and links the others, so every request's
         # trace reaches the replica (the gRPC instrumentation injects traceparent from this span).
@@ -165,12 +174,3 @@ class GrpcBackend:
         if self._info is not None and response.category_set_version != self._info[1].category_set_version:
             self._info = None  # the replicas reloaded their categories: refresh list_categories now
         return results_from_proto(response.results)
-
-
-async def wait_until_ready(backend: GrpcBackend, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if await backend.ready():
-            return
-        await asyncio.sleep(0.2)
-    raise BackendUnavailable(f"embedder at {backend.target} not reachable after {timeout_s:g} s")

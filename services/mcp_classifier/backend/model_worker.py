@@ -4,9 +4,10 @@ threads sharing one model (the default), or N spawned model processes (`--model-
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Protocol
 
 from ..core.classifier import Classifier
 from ..core.results import ClassificationResult, ClassifierInfo
@@ -61,8 +62,8 @@ _child_classifier: Classifier | None = None
 
 def _child_init(settings_json: str) -> None:
     global _child_classifier
+    from ..core.build import build_classifier
     from ..settings import Settings
-    from .factory import build_classifier
 
     _child_classifier = build_classifier(Settings.model_validate_json(settings_json))
 

@@ -20,8 +20,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any
 
 import orjson
 
@@ -104,7 +105,7 @@ class CachingBackend:
 
     async def reload_categories(self) -> bool:
         """Hot reload on the inner backend; once it reports success the new versions key every lookup."""
-        changed = bool(await self.inner.reload_categories())  # type: ignore[attr-defined]
+        changed = bool(await self.inner.reload_categories())
         self.invalidate_versions()
         try:
             await self.info()
@@ -294,10 +295,10 @@ class CachingBackend:
             if len(keys) == 1:
                 key = keys[0]
                 value = await link.run("get", lambda c: c.get(key), _NO_ANSWER)
-                values: list[bytes | None] | None = None if value is _NO_ANSWER else [value]  # type: ignore[list-item]
+                values: list[Any] | None = None if value is _NO_ANSWER else [value]
             else:
                 values = await link.run("mget", lambda c: c.mget(keys), None)
-        except BaseException as exc:  # noqa: BLE001 - cancelled at shutdown: the waiting callers see it
+        except BaseException as exc:
             for _, future in batch:
                 if not future.done():
                     future.set_exception(exc)
@@ -356,7 +357,7 @@ class CachingBackend:
                 await link.run("set", lambda c: c.set(key, value, ex=ttl), None)
             else:
 
-                async def set_many(c):  # type: ignore[no-untyped-def]
+                async def set_many(c: Any) -> None:
                     async with c.pipeline(transaction=False) as pipe:
                         for k, v in values.items():
                             pipe.set(k, v, ex=ttl)

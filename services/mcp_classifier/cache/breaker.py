@@ -11,7 +11,7 @@ the owner probes in the background after a cool-down and closes the circuit on s
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 
 class CircuitBreaker:

@@ -48,12 +48,14 @@ def find_redis_server() -> str | None:
     return None
 
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h: signal this process when its parent dies
+
+
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
     try:
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
-        PR_SET_PDEATHSIG = 1
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     except Exception:  # noqa: BLE001 - best effort (not Linux): the gateway's own shutdown still stops it
         pass
@@ -80,17 +82,28 @@ class EmbeddedRedis:
         log_path = self._dir / "redis.log"
         args = [
             self.binary,
-            "--port", "0",  # no TCP listener: the unix socket only
-            "--unixsocket", str(self.socket_path),
-            "--unixsocketperm", "700",
-            "--dir", str(self._dir),
-            "--save", "",
-            "--appendonly", "no",
-            "--maxmemory", f"{self.maxmemory_mb}mb",
-            "--maxmemory-policy", "allkeys-lru",
-            "--daemonize", "no",
-            "--loglevel", "warning",
-            "--logfile", str(log_path),
+            "--port",
+            "0",  # no TCP listener: the unix socket only
+            "--unixsocket",
+            str(self.socket_path),
+            "--unixsocketperm",
+            "700",
+            "--dir",
+            str(self._dir),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--maxmemory",
+            f"{self.maxmemory_mb}mb",
+            "--maxmemory-policy",
+            "allkeys-lru",
+            "--daemonize",
+            "no",
+            "--loglevel",
+            "warning",
+            "--logfile",
+            str(log_path),
         ]
         preexec = _die_with_parent if sys.platform.startswith("linux") else None
         stderr_path = self._dir / "stderr.log"

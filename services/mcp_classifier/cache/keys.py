@@ -59,7 +59,7 @@ class KeyBuilder:
         return self.prefix + h.hexdigest()
 
 
-def _update(h: "hashlib._Hash", part: str) -> None:
+def _update(h: hashlib.blake2b, part: str) -> None:
     data = part.encode("utf-8", "surrogatepass")
     h.update(len(data).to_bytes(8, "big"))
     h.update(data)

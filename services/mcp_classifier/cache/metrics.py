@@ -23,10 +23,16 @@ class RedisMetrics:
             registry=registry,
         )
         self.redis_errors = Counter(
-            "mcp_classifier_redis_errors", "Redis calls that failed or timed out (answered fail-open), by operation", ["op"], registry=registry
+            "mcp_classifier_redis_errors",
+            "Redis calls that failed or timed out (answered fail-open), by operation",
+            ["op"],
+            registry=registry,
         )
         self.redis_skipped = Counter(
-            "mcp_classifier_redis_skipped", "Redis calls skipped because the circuit breaker is open, by operation", ["op"], registry=registry
+            "mcp_classifier_redis_skipped",
+            "Redis calls skipped because the circuit breaker is open, by operation",
+            ["op"],
+            registry=registry,
         )
         self.redis_latency = Histogram(
             "mcp_classifier_redis_seconds", "Redis call latency by operation", ["op"], buckets=REDIS_BUCKETS, registry=registry

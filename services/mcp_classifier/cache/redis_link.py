@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Awaitable, Callable, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
@@ -60,7 +61,7 @@ class RedisLink:
         self.breaker = CircuitBreaker(failure_threshold, cooldown_s, on_open=self._opened, on_close=self._closed)
         self.client: aioredis.Redis | None = None
         self._probe_task: asyncio.Task[None] | None = None
-        self._latency = {}  # op -> bound histogram child (labels() costs a lock and a dict lookup)
+        self._latency: dict[str, Any] = {}  # op -> bound histogram child (labels() costs a lock and a dict lookup)
         metrics.redis_up.set(1)
 
     # ---- lifetime --------------------------------------------------------------------------
@@ -111,7 +112,7 @@ class RedisLink:
         try:
             async with asyncio.timeout(self._timeout_s):
                 result = await fn(client)
-        except (RedisError, OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, RedisError, OSError) as exc:
             self._failed(op, exc)
             return default
         if self.breaker.consecutive_failures:
@@ -129,7 +130,11 @@ class RedisLink:
         else:
             log.warning(
                 "cache: Redis at %s failed %d times in a row (last: %s: %s); skipping it for %.1f s, then probing",
-                self._safe_url, self.breaker.failure_threshold, type(exc).__name__, exc, self.breaker.cooldown_s,
+                self._safe_url,
+                self.breaker.failure_threshold,
+                type(exc).__name__,
+                exc,
+                self.breaker.cooldown_s,
             )
 
     # ---- breaker transitions and the background probe ---------------------------------------
@@ -155,7 +160,7 @@ class RedisLink:
             await client.connection_pool.disconnect()
             async with asyncio.timeout(self._connect_timeout_s + self._timeout_s):
                 await client.ping()
-        except (RedisError, OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, RedisError, OSError) as exc:
             log.debug("redis probe failed: %s", exc)
             self.breaker.record_probe_failure()
             return

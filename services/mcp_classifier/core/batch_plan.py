@@ -11,7 +11,7 @@ so it is written here rather than taken from a library.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def plan_sub_batches(sorted_lengths: Sequence[int], max_rows: int, overhead_tokens: float) -> list[slice]:

@@ -58,7 +58,7 @@ class CategoryConfig(_Strict):
     policy: RoutingPolicyConfig = RoutingPolicyConfig()
 
     @model_validator(mode="after")
-    def _check_categories(self) -> "CategoryConfig":
+    def _check_categories(self) -> CategoryConfig:
         names = [c.name for c in self.categories]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:

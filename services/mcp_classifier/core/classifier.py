@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
 from .categories import CategoryConfig, CategoryFileError, load_categories
-from .results import ClassificationResult, ClassifierInfo
 from .encoder import TextEncoder
 from .index import CategoryIndex
+from .results import ClassificationResult, ClassifierInfo
 from .routing import RoutingPolicy
 from .scoring import entropy_nats
 
@@ -34,7 +34,10 @@ class Classifier:
         self._state = (config, index, RoutingPolicy(config), versions)
         log.info(
             "category index built: %d categories, %d vectors, temperature %.4f, leave-one-out accuracy %.3f",
-            len(config.categories), index.size, index.calibration.temperature, index.calibration.loo_accuracy,
+            len(config.categories),
+            index.size,
+            index.calibration.temperature,
+            index.calibration.loo_accuracy,
         )
 
     def reload_from(self, path: Path | str) -> bool:

@@ -7,9 +7,10 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Literal, cast
 
 import numpy as np
 import torch
@@ -114,7 +115,7 @@ class TextEncoder:
         local_only = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0") or Path(path).is_dir()
         try:
             config = AutoConfig.from_pretrained(path, local_files_only=local_only)
-            self.pooling: Pooling = detect_pooling(path, config) if pooling == "auto" else pooling  # type: ignore[assignment]
+            self.pooling: Pooling = detect_pooling(path, config) if pooling == "auto" else cast(Pooling, pooling)
             self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=local_only)
             self.model = AutoModel.from_pretrained(path, dtype=self.dtype, local_files_only=local_only)
         except (OSError, ValueError) as exc:

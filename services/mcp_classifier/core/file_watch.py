@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from watchfiles import watch
 
@@ -30,7 +30,7 @@ def watch_file_in_thread(path: Path, on_change: Callable[[], None], stop: thread
             for _ in watch(folder, stop_event=stop, debounce=DEBOUNCE_MS, recursive=False, raise_interrupt=False):
                 try:
                     on_change()
-                except Exception:  # noqa: BLE001 - a failed reload must not end the watch
+                except Exception:
                     log.exception("re-reading %s after a change failed", path)
         except FileNotFoundError:
             log.error("cannot watch %s: its folder does not exist", folder)

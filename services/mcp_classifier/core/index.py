@@ -20,7 +20,7 @@ class CategoryIndex:
     calibration: Calibration
 
     @classmethod
-    def build(cls, config: CategoryConfig, encoder: TextEncoder) -> "CategoryIndex":
+    def build(cls, config: CategoryConfig, encoder: TextEncoder) -> CategoryIndex:
         texts: list[str] = []
         labels: list[int] = []
         for idx, category in enumerate(config.categories):

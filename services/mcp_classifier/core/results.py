@@ -38,7 +38,7 @@ class ClassificationResult:
         return self.to_public(with_probabilities=True)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ClassificationResult":
+    def from_dict(cls, data: dict[str, Any]) -> ClassificationResult:
         return cls(
             class_index=int(data["class"]),
             category=str(data["category"]),

@@ -24,9 +24,7 @@ class RoutingPolicy:
         self._config = config
         policy = config.policy
         markers = sorted(policy.complexity.reasoning_markers, key=len, reverse=True)
-        self._marker_pattern = (
-            re.compile(r"\b(?:" + "|".join(re.escape(m.lower()) for m in markers) + r")\b") if markers else None
-        )
+        self._marker_pattern = re.compile(r"\b(?:" + "|".join(re.escape(m.lower()) for m in markers) + r")\b") if markers else None
 
     def decide(self, class_index: int, confidence: float, text: str) -> RoutingDecision:
         policy = self._config.policy

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ..cache.metrics import RedisMetrics
 from ..cache.redis_link import RedisLink

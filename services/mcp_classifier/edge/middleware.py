@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import orjson
 
@@ -85,12 +86,16 @@ class EdgeGuard:
                 identity = "ip:" + (client[0] if client else "unknown")
             decision = await self.limiter.hit(identity)
             if not decision.allowed:
-                return 429, f"rate limit of {decision.limit} requests per window exceeded; retry in {decision.retry_after_s} s", {
-                    "kind": "rate_limited",
-                    "Retry-After": str(decision.retry_after_s),
-                    "RateLimit-Limit": str(decision.limit),
-                    "RateLimit-Remaining": "0",
-                }
+                return (
+                    429,
+                    f"rate limit of {decision.limit} requests per window exceeded; retry in {decision.retry_after_s} s",
+                    {
+                        "kind": "rate_limited",
+                        "Retry-After": str(decision.retry_after_s),
+                        "RateLimit-Limit": str(decision.limit),
+                        "RateLimit-Remaining": "0",
+                    },
+                )
         return None
 
 
@@ -124,6 +129,4 @@ class EdgeMiddleware:
 
 def warn_if_open(guard: EdgeGuard) -> None:
     if not guard.keys.enabled:
-        log.warning(
-            "edge: no API keys configured (api_keys / api_keys_file): every route is open to anyone who can reach this port"
-        )
+        log.warning("edge: no API keys configured (api_keys / api_keys_file): every route is open to anyone who can reach this port")

@@ -18,7 +18,7 @@ from ray.serve.metrics import Histogram
 
 from ..api.convert import info_to_proto, results_to_proto
 from ..api.v1 import classifier_pb2 as pb
-from ..backend.factory import build_classifier
+from ..core.build import build_classifier
 from ..core.classifier import ClassificationResult
 from ..core.file_watch import watch_file_in_thread
 from ..settings import Settings
@@ -71,15 +71,18 @@ class Embedder:
             # the replica's process, so nothing ever stops it.
             watch_file_in_thread(self._settings.categories_file, self._reload_categories, threading.Event())
         self._batch_sizes = Histogram(
-            "mcp_classifier_embedder_batch_size", description="Texts per model batch",
+            "mcp_classifier_embedder_batch_size",
+            description="Texts per model batch",
             boundaries=[1, 2, 4, 8, 16, 32, 64, 128, 256],
         )
         self._queue_wait = Histogram(
-            "mcp_classifier_embedder_queue_wait_seconds", description="Time a request waited for its batch",
+            "mcp_classifier_embedder_queue_wait_seconds",
+            description="Time a request waited for its batch",
             boundaries=[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0],
         )
         self._forward_time = Histogram(
-            "mcp_classifier_embedder_forward_seconds", description="Model forward time per batch",
+            "mcp_classifier_embedder_forward_seconds",
+            description="Model forward time per batch",
             boundaries=[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5],
         )
         log.info("embedder replica ready: %s", self._classifier.info.model_id)
@@ -92,10 +95,13 @@ class Embedder:
             self._reload_categories()
         self._max_batch_size = int(user_config.get("max_batch_size", self._max_batch_size))
         self._slot_chars = int(user_config.get("batch_slot_chars", self._slot_chars))
-        self._classify_batch.set_max_batch_size(self._max_batch_size)
-        self._classify_batch.set_batch_wait_timeout_s(float(user_config.get("batch_wait_timeout_s", _DEFAULT_WAIT_S)))
+        # attr-defined: @serve.batch adds these setters at run time; Ray ships no types for them
+        self._classify_batch.set_max_batch_size(self._max_batch_size)  # type: ignore[attr-defined]
+        self._classify_batch.set_batch_wait_timeout_s(  # type: ignore[attr-defined]
+            float(user_config.get("batch_wait_timeout_s", _DEFAULT_WAIT_S))
+        )
 
-    async def Classify(self, request: pb.ClassifyRequest, grpc_context: Any = None) -> pb.ClassifyResponse:  # noqa: N802 (gRPC name)
+    async def Classify(self, request: pb.ClassifyRequest, grpc_context: Any = None) -> pb.ClassifyResponse:
         metadata = dict(grpc_context.invocation_metadata()) if grpc_context is not None else {}
         with self._tracer.start_as_current_span("embedder Classify", context=extract(metadata), kind=trace.SpanKind.SERVER) as span:
             texts = list(request.texts)
@@ -111,7 +117,7 @@ class Embedder:
                 model_id=self._classifier.encoder.model_id,
             )
 
-    async def Info(self, request: pb.InfoRequest, grpc_context: Any = None) -> pb.InfoResponse:  # noqa: N802 (gRPC name)
+    async def Info(self, request: pb.InfoRequest, grpc_context: Any = None) -> pb.InfoResponse:
         return info_to_proto(self._classifier.info, self._stats)
 
     @serve.batch(max_batch_size=_DEFAULT_BATCH_SIZE, batch_wait_timeout_s=_DEFAULT_WAIT_S, batch_size_fn=_item_slots)
@@ -157,11 +163,11 @@ class Embedder:
 
 def build_app(args: dict[str, Any]) -> serve.Application:
     """Serve config import_path target: args = {"settings": {...replica settings...}}."""
-    return Embedder.bind(args.get("settings", {}))
+    return Embedder.bind(args.get("settings", {}))  # type: ignore[attr-defined]  # bind() comes from @serve.deployment
 
 
 def build_app_with_options(settings: Settings, reload_generation: int = 0) -> serve.Application:
     """The embedded path: the same deployment options and replica settings the Serve config carries, applied directly."""
     options = deployment_options(settings)
     options["user_config"] = {**options["user_config"], "reload_generation": reload_generation}
-    return Embedder.options(**options).bind(replica_settings(settings))
+    return Embedder.options(**options).bind(replica_settings(settings))  # type: ignore[attr-defined]  # from @serve.deployment

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from collections.abc import Callable
 
 from ..settings import Settings
 from .serve_config import SERVICER_FUNCTION, route_prefix
@@ -100,8 +101,8 @@ def stop_local_serve(timeout_s: float = 20.0) -> None:
         _quietly(proc.kill)
 
 
-def _quietly(fn) -> None:  # type: ignore[no-untyped-def]
+def _quietly(fn: Callable[[], object]) -> None:
     try:
         fn()
-    except Exception:  # noqa: BLE001 - shutdown goes on whatever one step does
+    except Exception:
         log.debug("shutdown step %s failed", getattr(fn, "__qualname__", fn), exc_info=True)

@@ -11,7 +11,18 @@ IMPORT_PATH = "mcp_classifier.embedder.deployment:build_app"
 DEPLOYMENT_NAME = "Embedder"
 
 # Settings the replica itself needs to load the model and build the index.
-REPLICA_SETTINGS = ("model", "device", "dtype", "pooling", "query_instruction", "max_seq_length", "torch_threads", "forward_overhead_tokens", "batch_size", "categories_file")
+REPLICA_SETTINGS = (
+    "model",
+    "device",
+    "dtype",
+    "pooling",
+    "query_instruction",
+    "max_seq_length",
+    "torch_threads",
+    "forward_overhead_tokens",
+    "batch_size",
+    "categories_file",
+)
 
 
 def route_prefix(settings: Settings) -> str:

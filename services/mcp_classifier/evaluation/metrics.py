@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -31,7 +32,10 @@ class Evaluation:
     reliability: list[dict[str, float]]  # per bin: lo, hi, count, accuracy, confidence
     confidence_histogram: list[int]
     reasoning_accuracy: float | None
-    errors: list[dict[str, object]] = field(default_factory=list)
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    # Every query's answer, in data order: lets a reader (or a test) recompute any figure from the
+    # very predictions the report was made from, and compare systems item by item.
+    predictions: list[dict[str, Any]] = field(default_factory=list)
 
 
 def expected_calibration_error(confidences: np.ndarray, correct: np.ndarray, bins: int = ECE_BINS) -> tuple[float, list[dict[str, float]]]:
@@ -51,7 +55,9 @@ def expected_calibration_error(confidences: np.ndarray, correct: np.ndarray, bin
     return float(ece), table
 
 
-def evaluate(system: str, truth: list[str], predictions: list[Prediction], expected_reasoning: list[bool | None], texts: list[str]) -> Evaluation:
+def evaluate(
+    system: str, truth: list[str], predictions: list[Prediction], expected_reasoning: list[bool | None], texts: list[str]
+) -> Evaluation:
     labels = sorted(set(truth) | {p.category for p in predictions}, key=lambda x: (x not in truth, x))
     index = {label: i for i, label in enumerate(labels)}
     confusion = np.zeros((len(labels), len(labels)), dtype=int)
@@ -93,4 +99,8 @@ def evaluate(system: str, truth: list[str], predictions: list[Prediction], expec
         confidence_histogram=histogram,
         reasoning_accuracy=reasoning,
         errors=errors,
+        predictions=[
+            {"text": text, "expected": t, "predicted": p.category, "confidence": p.confidence, "use_reasoning": p.use_reasoning}
+            for text, t, p in zip(texts, truth, predictions)
+        ],
     )

@@ -105,7 +105,7 @@ def write_report(evaluations: list[Evaluation], out_dir: Path, data_name: str) -
         if e.errors:
             parts += [f"### Misclassified ({len(e.errors)})", "", "| text | expected | predicted | confidence |", "|---|---|---|---:|"]
             parts += [
-                f"| {str(x['text']).replace('|', '/')} | {x['expected']} | {x['predicted']} | {float(x['confidence']):.2f} |"  # type: ignore[arg-type]
+                f"| {str(x['text']).replace('|', '/')} | {x['expected']} | {x['predicted']} | {float(x['confidence']):.2f} |"
                 for x in e.errors[:MAX_ERRORS_LISTED]
             ]
             parts.append("")

@@ -5,26 +5,25 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from typing import Any, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import httpx
 from tqdm import tqdm
 
-from ..settings import Settings
+from ..core.results import ClassificationResult
 from .metrics import Prediction
 
 REMOTE_CONCURRENCY = 8  # a handful of requests in flight: fast, yet gentle on a production server
 
 
-def predict_local(settings: Settings, texts: Sequence[str]) -> list[Prediction]:
-    from ..backend.factory import build_classifier
-
-    classifier = build_classifier(settings)
+def predict_local(classify: Callable[[list[str]], list[ClassificationResult]], texts: Sequence[str], batch_size: int) -> list[Prediction]:
+    """Run an in-process classifier (handed in by the caller: the CLI builds it) in batches, with progress."""
     out: list[Prediction] = []
     with tqdm(total=len(texts), desc="local", unit="q", file=sys.stderr, disable=None) as progress:
-        for start in range(0, len(texts), settings.batch_size):
-            chunk = list(texts[start : start + settings.batch_size])
-            out += [Prediction(r.category, r.confidence, r.use_reasoning) for r in classifier.classify(chunk)]
+        for start in range(0, len(texts), batch_size):
+            chunk = list(texts[start : start + batch_size])
+            out += [Prediction(r.category, r.confidence, r.use_reasoning) for r in classify(chunk)]
             progress.update(len(chunk))
     return out
 

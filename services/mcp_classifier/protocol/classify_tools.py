@@ -59,8 +59,7 @@ def register_classification_tools(registry: ToolRegistry, backend: Classificatio
         Tool(
             name="list_categories",
             title="List categories",
-            description="The categories this classifier assigns, in class-index order, with each one's "
-            "system prompt and description.",
+            description="The categories this classifier assigns, in class-index order, with each one's system prompt and description.",
             input_schema={"type": "object", "properties": {}, "additionalProperties": False},
             output_schema=list_categories_output_schema(),
             handler=list_categories,

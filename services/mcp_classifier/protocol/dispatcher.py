@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import orjson
 from opentelemetry import trace
@@ -92,7 +93,8 @@ class McpDispatcher:
             await self._notification(request)
             return None
         try:
-            return result_response(request.id, await self.call(request.method, request.params))  # type: ignore[arg-type]
+            assert request.id is not None  # a request that is not a notification carries a valid id
+            return result_response(request.id, await self.call(request.method, request.params))
         except JsonRpcError as exc:
             return error_response(request.id, exc)
 
@@ -113,7 +115,7 @@ class McpDispatcher:
             raise
         except BackendError as exc:
             raise JsonRpcError(SERVER_UNAVAILABLE, f"classification backend {exc.kind}: {exc}", {"kind": exc.kind}) from exc
-        except Exception as exc:  # noqa: BLE001 - never leak a stack trace to the client
+        except Exception as exc:
             log.exception("method %s failed", method)
             raise JsonRpcError(INTERNAL_ERROR, f"Internal error in {method}: {type(exc).__name__}") from exc
 

@@ -18,7 +18,7 @@ RequestId = str | int
 class JsonRpcError(Exception):
     """An error answered as a JSON-RPC error object; ``message`` is safe to show callers."""
 
-    def __init__(self, code: int, message: str, data: Any = None, request_id: "RequestId | None" = None) -> None:
+    def __init__(self, code: int, message: str, data: Any = None, request_id: RequestId | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message

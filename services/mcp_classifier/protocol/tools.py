@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import orjson
 from jsonschema import Draft202012Validator
@@ -83,7 +84,11 @@ class ToolRegistry:
         if tool is None:
             raise UnknownTool(name)
         quick = self._quick_checks[name]
-        problems = [] if quick is not None and quick(arguments) else sorted(self._validators[name].iter_errors(arguments), key=lambda e: list(e.path))
+        problems = (
+            []
+            if quick is not None and quick(arguments)
+            else sorted(self._validators[name].iter_errors(arguments), key=lambda e: list(e.path))
+        )
         if problems:
             return tool_result({"error": "; ".join(_describe(e) for e in problems)}, is_error=True)
         try:

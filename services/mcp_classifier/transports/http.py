@@ -5,8 +5,9 @@ from __future__ import annotations
 import gc
 import logging
 import time
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Sequence
+from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request

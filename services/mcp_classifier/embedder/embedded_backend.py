@@ -1,45 +1,61 @@
-"""`--backend ray`: start an embedded Ray Serve, then talk to it over gRPC exactly as on Kubernetes."""
+"""`--backend ray`: start an embedded Ray Serve, then talk to it over gRPC exactly as on Kubernetes.
+
+The gRPC client is handed in by the composition root (wiring), so the embedder package never
+imports the gateway's backends: doors open one way.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import signal
-from typing import Sequence
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from ..core.results import ClassificationResult, ClassifierInfo
 from ..settings import Settings
-from .grpc_client import GrpcBackend, wait_until_ready
+
+
+class EmbedderClient(Protocol):
+    """What this backend needs of the gateway's gRPC client (backend.grpc_client.GrpcBackend)."""
+
+    async def start(self) -> None: ...
+    async def close(self) -> None: ...
+    async def classify(self, texts: Sequence[str]) -> list[ClassificationResult]: ...
+    async def info(self) -> ClassifierInfo: ...
+    async def ready(self) -> bool: ...
+    async def reload_categories(self) -> bool: ...
+    async def wait_until_ready(self, timeout_s: float) -> None: ...
 
 
 class EmbeddedRayBackend:
-    def __init__(self, settings: Settings, client_factory) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, settings: Settings, client_factory: Callable[[str], EmbedderClient]) -> None:
         self._settings = settings
         self._client_factory = client_factory
-        self._client: GrpcBackend | None = None
+        self._client: EmbedderClient | None = None
         self._started_ray = False
         self._reload_generation = 0
 
     @property
-    def client(self) -> GrpcBackend:
+    def client(self) -> EmbedderClient:
         if self._client is None:
             raise RuntimeError("embedded Ray backend not started")
         return self._client
 
     async def start(self) -> None:
-        from ..embedder.local_cluster import start_local_serve
+        from .local_cluster import start_local_serve
 
         port = await asyncio.to_thread(start_local_serve, self._settings)
         self._started_ray = True
         _reclaim_signal_handlers()
         self._client = self._client_factory(f"127.0.0.1:{port}")
         await self._client.start()
-        await wait_until_ready(self._client, timeout_s=self._settings.request_timeout_s)
+        await self._client.wait_until_ready(timeout_s=self._settings.request_timeout_s)
 
     async def close(self) -> None:
         if self._client is not None:
             await self._client.close()
         if self._started_ray:
-            from ..embedder.local_cluster import stop_local_serve
+            from .local_cluster import stop_local_serve
 
             await asyncio.to_thread(stop_local_serve)
             self._started_ray = False
@@ -55,7 +71,7 @@ class EmbeddedRayBackend:
 
     async def reload_categories(self) -> bool:
         """Bump user_config's reload_generation: Serve reconfigures every replica, each re-reads the file."""
-        from ..embedder.local_cluster import deploy_app
+        from .local_cluster import deploy_app
 
         before = (await self.client.info()).category_set_version
         self._reload_generation += 1

@@ -1,0 +1,64 @@
+"""Settings -> a loaded Classifier, and how many torch threads each model call gets.
+
+Pure model code (torch, numpy): imported wherever a model lives (the in-process backend, its model
+processes, the Ray replicas, eval), never by the web layers.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..settings import Settings
+
+if TYPE_CHECKING:  # torch is imported only when a model is built: the gateway image has none
+    from .classifier import Classifier
+
+
+def build_classifier(settings: Settings) -> Classifier:
+    """Load the model and build the category index (slow: seconds). Runs wherever the model lives."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    from .categories import load_categories
+    from .classifier import Classifier
+    from .encoder import TextEncoder
+
+    if settings.torch_threads:
+        torch.set_num_threads(settings.torch_threads)
+    # numpy's BLAS (OpenBLAS) keeps a thread per core that busy-waits for ~0.1 s after every
+    # matmul. The scoring matmuls are tiny, and that spinning thread took most of a core from the
+    # model on a 2-core box (32 clients: 236 -> 342 req/s). One BLAS thread, process-wide.
+    threadpool_limits(limits=1, user_api="blas")
+    config = load_categories(settings.categories_file)
+    encoder = TextEncoder(
+        settings.model,
+        device=settings.device,
+        dtype=settings.dtype,
+        pooling=settings.pooling,
+        query_instruction=settings.query_instruction,
+        instruction=config.instruction,
+        max_seq_length=settings.max_seq_length,
+        batch_size=settings.batch_size,
+        forward_overhead_tokens=settings.forward_overhead_tokens,
+    )
+    return Classifier(encoder, config)
+
+
+def model_calls_in_flight(settings: Settings) -> int:
+    """Batches the in-process backend runs at once: one per model process, else per model thread."""
+    return settings.model_processes or settings.model_threads
+
+
+def fill_local_threading(settings: Settings) -> Settings:
+    """Resolve torch_threads left on auto (0) for the in-process backend.
+
+    One model call in flight keeps torch's own default (physical cores, or OMP_NUM_THREADS).
+    Several share that budget out, so concurrent calls never oversubscribe the cores: their
+    OpenMP threads would wait on each other at every barrier.
+    """
+    in_flight = model_calls_in_flight(settings)
+    if settings.torch_threads or in_flight == 1:
+        return settings
+    import torch
+
+    return settings.model_copy(update={"torch_threads": max(1, torch.get_num_threads() // in_flight)})

@@ -1,0 +1,144 @@
+"""The composition root: settings -> classifier, backend, dispatcher, app.
+
+Only the command line, the benchmarks and the tests import this module. Everything it wires
+depends inwards only (see [tool.importlinter] in pyproject.toml), so the choices of which
+backend, which cache and which edge live here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple
+
+from .backend.base import ClassificationBackend
+from .core.build import build_classifier, fill_local_threading, model_calls_in_flight
+from .protocol.classify_tools import register_classification_tools
+from .protocol.dispatcher import McpDispatcher
+from .protocol.tools import ToolRegistry
+from .settings import Settings
+from .telemetry import GatewayMetrics
+
+if TYPE_CHECKING:  # torch, Ray, FastAPI and Redis are imported only by the paths that use them
+    from fastapi import FastAPI
+
+    from .backend.grpc_client import GrpcBackend
+    from .backend.local import LocalBatchingBackend
+    from .cache.runtime import RedisRuntime
+
+__all__ = [
+    "Gateway",
+    "build_backend",
+    "build_classifier",
+    "build_dispatcher",
+    "build_gateway",
+    "build_grpc_backend",
+    "build_http_app",
+    "build_local_backend",
+]
+
+
+# ---- backends ----------------------------------------------------------------------------------
+def build_local_backend(settings: Settings) -> LocalBatchingBackend:
+    """The model in this process (threads, or --model-processes N spawned processes)."""
+    from .backend.local import LocalBatchingBackend
+    from .backend.model_worker import ModelWorker, ProcessModelWorker, ThreadModelWorker
+
+    settings = fill_local_threading(settings)
+    worker: ModelWorker
+    if settings.model_processes:
+        worker = ProcessModelWorker(settings.model_dump_json(), settings.model_processes)
+    else:
+        worker = ThreadModelWorker(lambda: build_classifier(settings), threads=settings.model_threads)
+    return LocalBatchingBackend(
+        worker,
+        max_concurrent_batches=model_calls_in_flight(settings),
+        categories_file=settings.categories_file,
+        batch_size=settings.batch_size,
+        batch_window_ms=settings.batch_window_ms,
+        max_queue=settings.max_queue,
+        request_timeout_s=settings.request_timeout_s,
+    )
+
+
+def build_grpc_backend(settings: Settings, target: str) -> GrpcBackend:
+    """A client of Serve's gRPC proxy at ``target`` (host:port): the Kubernetes path."""
+    from .backend.grpc_client import GrpcBackend
+
+    return GrpcBackend(
+        target,
+        app_name=settings.serve_app_name,
+        timeout_s=settings.request_timeout_s,
+        max_attempts=settings.grpc_max_attempts,
+        batch_size=settings.batch_size,
+        batch_window_ms=settings.batch_window_ms,
+        max_queue=settings.max_queue,
+        max_concurrent_batches=settings.max_concurrent_batches,
+    )
+
+
+def build_backend(settings: Settings, *, force_local: bool = False) -> ClassificationBackend:
+    """local, grpc://HOST:PORT, or ray (embedded Ray Serve reached over gRPC)."""
+    if force_local or settings.backend == "local":
+        return build_local_backend(settings)
+    if settings.backend.startswith("grpc://"):
+        return build_grpc_backend(settings, settings.backend.removeprefix("grpc://"))
+    from .embedder.embedded_backend import EmbeddedRayBackend
+
+    return EmbeddedRayBackend(settings, lambda target: build_grpc_backend(settings, target))
+
+
+# ---- protocol ------------------------------------------------------------------------------------
+def build_dispatcher(settings: Settings, backend: ClassificationBackend) -> McpDispatcher:
+    """The MCP methods and tools over ``backend``: one dispatcher for every door (HTTP, stdio)."""
+    registry = ToolRegistry()
+    register_classification_tools(registry, backend, settings.max_text_length)
+    return McpDispatcher(registry)
+
+
+class Gateway(NamedTuple):
+    """What every door serves: the dispatcher and the backend behind it (the caller starts and closes it)."""
+
+    dispatcher: McpDispatcher
+    backend: ClassificationBackend
+
+
+def build_gateway(
+    settings: Settings,
+    *,
+    force_local: bool = False,
+    wrap: Callable[[ClassificationBackend], ClassificationBackend] | None = None,
+) -> Gateway:
+    """Backend (optionally wrapped, e.g. by the Redis cache) and the dispatcher over it."""
+    backend = build_backend(settings, force_local=force_local)
+    if wrap is not None:
+        backend = wrap(backend)
+    return Gateway(build_dispatcher(settings, backend), backend)
+
+
+# ---- the HTTP app ----------------------------------------------------------------------------------
+def build_http_app(settings: Settings, redis: RedisRuntime, metrics: GatewayMetrics, *, tracing: bool) -> FastAPI:
+    """The whole `serve` app: edge guard, Redis cache, hot reload, tracing, over the configured backend."""
+    from .edge import build_edge_guard
+    from .transports.http import create_app, route_label
+
+    edge = build_edge_guard(settings, metrics, link=redis.link, redis_metrics=redis.metrics, route_label=route_label)
+    gateway = build_gateway(settings, wrap=redis.wrap_backend)
+    services: list[object] = [redis, edge.keys]  # the keys watch their file, if any
+    if settings.categories_file is not None:
+        from .hot_reload import HotReload
+
+        services.append(HotReload(gateway.backend, settings.categories_file))
+    app = create_app(
+        gateway.dispatcher,
+        gateway.backend,
+        max_body_bytes=settings.max_body_bytes,
+        metrics=metrics,
+        edge=edge,
+        services=services,
+        freeze_gc=True,
+    )
+    if tracing:
+        from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+
+        FastAPIInstrumentor.instrument_app(app, excluded_urls="health,ready,metrics")
+    return app
