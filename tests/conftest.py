@@ -1,76 +1,24 @@
-"""Shared fixtures: real server processes on free ports, the offline models, the peer's data."""
+"""Fixtures shared by every tier: the offline environment, the peer's data, the category count, one real gateway.
+
+Tiers: tests/unit (in-process, fake backend, no model, no subprocess), tests/integration (real
+Redis, the real model, real gRPC, in-process or a real tool binary), tests/e2e (real processes:
+uvicorn, embedded Ray, the CLI, the real MCP clients). Helpers live in tests/support.
+"""
 
 from __future__ import annotations
 
 import os
-import re
-import signal
-import subprocess
-import sys
-import time
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
 
-import httpx
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-PEER_DIR = REPO_ROOT.parent / "shared" / "peer" / "semantic-router"
-CLI = [sys.executable, "-m", "mcp_classifier.cli"]
-STARTUP_TIMEOUT_S = 120.0
+from tests.support import API_KEY_IN_FILE, PEER_DIR
+from tests.support.processes import ServerProcess, start_server
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-
-@dataclass
-class ServerProcess:
-    process: subprocess.Popen[bytes]
-    url: str
-    log_path: Path
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
-
-
-def start_server(tmp_dir: Path, *extra_args: str, env: dict[str, str] | None = None, wait_ready: bool = True) -> ServerProcess:
-    """Start `mcp-classifier serve --port 0` (in-process backend unless told otherwise), read the bound
-    port from its log, and wait for /ready (or only for /health when wait_ready is False)."""
-    log_path = tmp_dir / f"server-{time.monotonic_ns()}.log"
-    log_file = log_path.open("wb")
-    process = subprocess.Popen(
-        [*CLI, "serve", "--host", "127.0.0.1", "--port", "0", "--backend", "local", *extra_args],
-        stdout=log_file,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, **(env or {})},
-    )
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    url = None
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"server exited with {process.returncode}:\n{log_path.read_text()}")
-        if url is None:
-            match = re.search(r"listening on (http://\S+)", log_path.read_text(errors="replace"))
-            url = match.group(1) if match else None
-        if url is not None:
-            try:
-                if httpx.get(f"{url}/ready" if wait_ready else f"{url}/health", timeout=2).status_code == 200:
-                    return ServerProcess(process, url, log_path)
-            except httpx.TransportError:
-                pass
-        time.sleep(0.2)
-    process.kill()
-    raise RuntimeError(f"server did not become ready in {STARTUP_TIMEOUT_S}s:\n{log_path.read_text()}")
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 
 @pytest.fixture(scope="session")
@@ -95,16 +43,9 @@ def category_count() -> int:
     return len(load_categories().categories)
 
 
-def assert_valid_classification(result: dict[str, Any], n_categories: int) -> None:
-    """The protocol's validation rules (DESIGN §3) that every classify_text answer must meet."""
-    assert isinstance(result["class"], int) and 0 <= result["class"] < n_categories, result
-    assert 0.0 <= result["confidence"] <= 1.0, result
-    assert isinstance(result["model"], str) and result["model"], result
-    assert isinstance(result["use_reasoning"], bool), result
-    if "probabilities" in result:
-        probs = result["probabilities"]
-        assert len(probs) == n_categories, result
-        assert all(0.0 <= p <= 1.0 for p in probs), result
-        assert abs(sum(probs) - 1.0) <= 0.01, result
-        assert result["confidence"] >= max(probs) * 0.9, result
-        assert result["entropy"] >= 0.0, result
+@pytest.fixture(scope="module")
+def keys_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An API keys file as a mounted Kubernetes Secret holds it (one per module: tests may rotate it)."""
+    path = tmp_path_factory.mktemp("keys") / "api-keys"
+    path.write_text(f"# mounted from a Kubernetes Secret\n\n{API_KEY_IN_FILE}\n")
+    return path

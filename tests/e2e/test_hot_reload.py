@@ -2,41 +2,19 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import httpx
 import pytest
-import yaml
 
-from .conftest import REPO_ROOT, ServerProcess, assert_valid_classification, start_server
-
-DEFAULT_FILE = REPO_ROOT / "services" / "mcp_classifier" / "data" / "default_categories.yaml"
-FINANCE = {
-    "name": "finance",
-    "description": "Personal finance and investing: budgets, savings, loans, mortgages, credit scores, stocks, bonds, index funds, dividends, taxes and retirement accounts.",
-    "system_prompt": "You are a careful personal-finance explainer; you do not give individual investment advice.",
-    "model": "openai/gpt-oss-20b",
-    "use_reasoning": False,
-    "examples": [
-        "how do index funds work",
-        "should I pay off my credit card or invest first",
-        "what is a good credit score",
-        "how are stock dividends taxed",
-        "fixed or variable mortgage rate, which is better",
-        "what's the difference between a roth and a traditional ira",
-        "how much should I keep in an emergency fund",
-        "what are government bonds and how do they pay interest",
-        "is it smart to refinance my car loan",
-        "how does compound interest grow my retirement savings",
-    ],
-}
-FINANCE_QUERY = "what is an exchange traded fund and how do its fees compare with a mutual fund"
+from tests.support import assert_valid_classification
+from tests.support.categories import DEFAULT_FILE, FINANCE_QUERY, write_with_finance
+from tests.support.processes import ServerProcess, start_server
 
 
 def rest_call(client: httpx.Client, name: str, arguments: dict) -> dict:
@@ -61,15 +39,9 @@ def reloadable_server(tmp_path: Path, categories_file: Path) -> Iterator[ServerP
     proc.stop()
 
 
-def _write_with_finance(path: Path) -> None:
-    data = yaml.safe_load(DEFAULT_FILE.read_text())
-    data["categories"].append(FINANCE)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(yaml.safe_dump(data, sort_keys=False))
-    os.replace(tmp, path)  # atomic, as editors and ConfigMap updates do
-
-
-def test_sixth_category_goes_live_under_load_without_failures_or_stale_answers(reloadable_server: ServerProcess, categories_file: Path) -> None:
+def test_sixth_category_goes_live_under_load_without_failures_or_stale_answers(
+    reloadable_server: ServerProcess, categories_file: Path
+) -> None:
     url = reloadable_server.url
     old_version = httpx.get(f"{url}/health").json()["category_set_version"]
     cached_text = "how do I sort a dictionary by value in python"
@@ -100,7 +72,7 @@ def test_sixth_category_goes_live_under_load_without_failures_or_stale_answers(r
         w.start()
     try:
         time.sleep(1.0)
-        _write_with_finance(categories_file)
+        write_with_finance(categories_file)
         deadline = time.monotonic() + 30
         with httpx.Client(base_url=url, timeout=30) as client:
             while time.monotonic() < deadline:
@@ -146,7 +118,7 @@ def test_bad_file_keeps_the_old_categories_and_shows_in_health(reloadable_server
         assert_valid_classification(rest_call(client, "classify_text", {"text": "what is 7 times 6"}), 5)
     assert "categories reload refused" in reloadable_server.log()
 
-    _write_with_finance(categories_file)  # a good file clears the error
+    write_with_finance(categories_file)  # a good file clears the error
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and len(httpx.get(f"{url}/health").json()["categories"]) != 6:
         time.sleep(0.2)

@@ -9,8 +9,8 @@ import shutil
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import grpc
 import httpx
@@ -20,14 +20,14 @@ import pytest
 
 from mcp_classifier.api.v1 import classifier_pb2 as pb
 from mcp_classifier.api.v1 import classifier_pb2_grpc as pb_grpc
-from mcp_classifier.backend.factory import build_classifier
 from mcp_classifier.embedder.local_cluster import free_port
 from mcp_classifier.settings import Settings
-
-from .conftest import ServerProcess, assert_valid_classification, start_server
-from .test_hot_reload import DEFAULT_FILE, FINANCE_QUERY, _write_with_finance
-from .otlp_receiver import OtlpReceiver
-from .tcp_forwarder import TcpForwarder
+from mcp_classifier.wiring import build_classifier
+from tests.support import assert_valid_classification
+from tests.support.categories import DEFAULT_FILE, FINANCE_QUERY, write_with_finance
+from tests.support.otlp_receiver import OtlpReceiver
+from tests.support.processes import ServerProcess, start_server
+from tests.support.tcp_forwarder import TcpForwarder
 
 pytestmark = pytest.mark.slow
 
@@ -70,9 +70,19 @@ def ray_stack(tmp_path_factory: pytest.TempPathFactory, otlp: OtlpReceiver, ray_
     }
     # --no-cache: these tests measure the Ray path itself (the cache has its own tests).
     proc = start_server(
-        tmp_path_factory.mktemp("ray"), "--backend", "ray", "--no-cache", "--request-timeout-s", "20",
-        "--min-replicas", "1", "--max-replicas", "1",  # one replica: its Info stats see every batch
-        "--categories-file", str(ray_categories), env=env,
+        tmp_path_factory.mktemp("ray"),
+        "--backend",
+        "ray",
+        "--no-cache",
+        "--request-timeout-s",
+        "20",
+        "--min-replicas",
+        "1",
+        "--max-replicas",
+        "1",  # one replica: its Info stats see every batch
+        "--categories-file",
+        str(ray_categories),
+        env=env,
     )
     yield proc
     proc.stop()
@@ -103,7 +113,12 @@ def _rest_classify(url: str, text: str, headers: dict[str, str] | None = None) -
 
 
 def _jsonrpc_classify(url: str, text: str) -> dict:
-    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "classify_text", "arguments": {"text": text, "with_probabilities": True}}}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": "classify_text", "arguments": {"text": text, "with_probabilities": True}},
+    }
     response = httpx.post(f"{url}/mcp", json=body, timeout=30)
     assert response.status_code == 200, response.text
     return response.json()["result"]["structuredContent"]
@@ -114,7 +129,9 @@ def _assert_same(a: dict, b: dict) -> None:
     np.testing.assert_allclose(a["probabilities"], b["probabilities"], atol=1e-4)
 
 
-def test_both_mcp_styles_through_ray_equal_the_in_process_backend(ray_stack: ServerProcess, local_results: list[dict], category_count: int) -> None:
+def test_both_mcp_styles_through_ray_equal_the_in_process_backend(
+    ray_stack: ServerProcess, local_results: list[dict], category_count: int
+) -> None:
     health = httpx.get(f"{ray_stack.url}/health").json()
     assert health["status"] == "ok" and health["index_size"] > 0
     for text, expected in zip(TEXTS, local_results):
@@ -123,7 +140,9 @@ def test_both_mcp_styles_through_ray_equal_the_in_process_backend(ray_stack: Ser
             _assert_same(answer, expected)
 
 
-def test_concurrent_requests_form_batches_on_the_replica_and_match_unbatched(ray_stack: ServerProcess, serve_grpc_port: int, local_results: list[dict]) -> None:
+def test_concurrent_requests_form_batches_on_the_replica_and_match_unbatched(
+    ray_stack: ServerProcess, serve_grpc_port: int, local_results: list[dict]
+) -> None:
     texts = TEXTS * 4
     with grpc.insecure_channel(f"127.0.0.1:{serve_grpc_port}") as channel:
         stub = pb_grpc.ClassifierStub(channel)
@@ -150,7 +169,12 @@ def test_one_request_is_traced_across_gateway_grpc_replica_batch_and_forward(ray
     while time.monotonic() < deadline and set(found) != wanted:
         for span in otlp.spans():
             in_trace = span.trace_id == trace_id
-            if in_trace and span.service == "mcp-classifier-gateway" and span.name == "POST /mcp/{method:path}" and span.parent_span_id == caller_span_id:
+            if (
+                in_trace
+                and span.service == "mcp-classifier-gateway"
+                and span.name == "POST /mcp/{method:path}"
+                and span.parent_span_id == caller_span_id
+            ):
                 found["gateway http"] = span
             elif in_trace and span.name == "mcp tools/call":
                 found["mcp tools/call"] = span
@@ -165,11 +189,13 @@ def test_one_request_is_traced_across_gateway_grpc_replica_batch_and_forward(ray
         time.sleep(0.3)
     assert set(found) == wanted, f"missing spans: {wanted - set(found)}; got {sorted({s.name for s in otlp.spans()})}"
     forward = found["embedder forward"]
-    assert forward.attributes["mcp_classifier.batch_size"] >= 1 and forward.attributes["mcp_classifier.tokens"] > 0  # type: ignore[attr-defined]
-    assert 1 <= forward.attributes["mcp_classifier.model_calls"] <= forward.attributes["mcp_classifier.batch_size"]  # type: ignore[attr-defined]
+    assert forward.attributes["mcp_classifier.batch_size"] >= 1 and forward.attributes["mcp_classifier.tokens"] > 0
+    assert 1 <= forward.attributes["mcp_classifier.model_calls"] <= forward.attributes["mcp_classifier.batch_size"]
 
 
-def test_backend_down_answers_within_the_deadline_and_recovers_without_restart(tmp_path: Path, serve_grpc_port: int, category_count: int) -> None:
+def test_backend_down_answers_within_the_deadline_and_recovers_without_restart(
+    tmp_path: Path, serve_grpc_port: int, category_count: int
+) -> None:
     port = free_port()
     gateway = start_server(tmp_path, "--backend", f"grpc://127.0.0.1:{port}", "--no-cache", "--request-timeout-s", "2", wait_ready=False)
     forwarder = TcpForwarder(port, ("127.0.0.1", serve_grpc_port))
@@ -177,7 +203,11 @@ def test_backend_down_answers_within_the_deadline_and_recovers_without_restart(t
         assert httpx.get(f"{gateway.url}/ready", timeout=5).status_code == 503
         started = time.monotonic()
         rest = httpx.post(f"{gateway.url}/mcp/tools/call", json={"name": "classify_text", "arguments": {"text": "hi"}}, timeout=10)
-        rpc = httpx.post(f"{gateway.url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "classify_text", "arguments": {"text": "hi"}}}, timeout=10)
+        rpc = httpx.post(
+            f"{gateway.url}/mcp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "classify_text", "arguments": {"text": "hi"}}},
+            timeout=10,
+        )
         assert time.monotonic() - started < 2 * 2 + 2  # two calls, each bounded by the 2 s deadline
         assert rest.status_code in (503, 504) and "embedder" in rest.json()["error"]
         assert rpc.json()["error"]["code"] == -32000 and "embedder" in rpc.json()["error"]["message"]
@@ -222,7 +252,7 @@ def test_categories_change_reaches_the_replicas_under_load(ray_stack: ServerProc
     for w in workers:
         w.start()
     try:
-        _write_with_finance(ray_categories)
+        write_with_finance(ray_categories)
         deadline = time.monotonic() + 60
         finance: dict = {}
         while time.monotonic() < deadline:

@@ -11,7 +11,8 @@ import fastmcp
 import mcp
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from .conftest import ServerProcess, assert_valid_classification
+from tests.support import assert_valid_classification
+from tests.support.processes import ServerProcess
 
 
 def _check_tools_and_calls(tool_names: list[str], classify_json: dict, categories_json: dict, n: int) -> None:
@@ -26,7 +27,9 @@ def test_mcp_sdk_client_over_http(server: ServerProcess, category_count: int) ->
     async def run() -> None:
         async with mcp.Client(f"{server.url}/mcp") as client:
             tools = await client.list_tools()
-            classified = await client.call_tool("classify_text", {"text": "What is the boiling point of water in kelvin?", "with_probabilities": True})
+            classified = await client.call_tool(
+                "classify_text", {"text": "What is the boiling point of water in kelvin?", "with_probabilities": True}
+            )
             categories = await client.call_tool("list_categories", {})
         assert not classified.is_error
         classify_json = json.loads(classified.content[0].text)
@@ -41,7 +44,9 @@ def test_fastmcp_client_over_http(server: ServerProcess, category_count: int) ->
     async def run() -> None:
         async with fastmcp.Client(f"{server.url}/mcp") as client:
             tools = await client.list_tools()
-            classified = await client.call_tool("classify_text", {"text": "How do I reverse a linked list in Java?", "with_probabilities": True})
+            classified = await client.call_tool(
+                "classify_text", {"text": "How do I reverse a linked list in Java?", "with_probabilities": True}
+            )
             categories = await client.call_tool("list_categories", {})
         classify_json = json.loads(classified.content[0].text)
         assert classify_json["category"] == "technology"
@@ -60,7 +65,9 @@ def test_mcp_sdk_stdio_client(category_count: int) -> None:
             async with mcp.ClientSession(read, write) as session:
                 await session.initialize()
                 tools = await session.list_tools()
-                classified = await session.call_tool("classify_text", {"text": "Who signed the Treaty of Versailles?", "with_probabilities": True})
+                classified = await session.call_tool(
+                    "classify_text", {"text": "Who signed the Treaty of Versailles?", "with_probabilities": True}
+                )
                 categories = await session.call_tool("list_categories", {})
         classify_json = json.loads(classified.content[0].text)
         assert classify_json["category"] == "history"

@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from mcp_classifier.backend.factory import build_classifier
 from mcp_classifier.settings import Settings
-
-from .conftest import assert_valid_classification
+from mcp_classifier.wiring import build_classifier
+from tests.support import assert_valid_classification
 
 
 @pytest.fixture(scope="module")

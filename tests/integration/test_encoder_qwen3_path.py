@@ -10,8 +10,7 @@ import pytest
 from mcp_classifier.core.categories import load_categories
 from mcp_classifier.core.classifier import Classifier
 from mcp_classifier.core.encoder import TextEncoder, detect_pooling, resolve_model_path
-
-from .tiny_models import build_tiny_qwen3
+from tests.support.tiny_models import build_tiny_qwen3
 
 INSTRUCTION = "Given a user query, identify which topic category it belongs to"
 

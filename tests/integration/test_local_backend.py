@@ -10,11 +10,11 @@ import psutil
 import pytest
 
 from mcp_classifier.backend.base import BackendOverloaded
-from mcp_classifier.backend.factory import build_classifier
 from mcp_classifier.backend.local import LocalBatchingBackend
 from mcp_classifier.backend.model_worker import ThreadModelWorker
 from mcp_classifier.core.classifier import Classifier
 from mcp_classifier.settings import Settings
+from mcp_classifier.wiring import build_classifier
 
 TEXTS = [
     "what is 12 percent of 250",
@@ -35,7 +35,7 @@ def classifier() -> Classifier:
 
 def _backend(classifier: Classifier, **overrides: float) -> LocalBatchingBackend:
     options = {"batch_size": 32, "batch_window_ms": 5.0, "max_queue": 1024, "request_timeout_s": 30.0, **overrides}
-    return LocalBatchingBackend(ThreadModelWorker(lambda: classifier), **options)  # type: ignore[arg-type]
+    return LocalBatchingBackend(ThreadModelWorker(lambda: classifier), **options)
 
 
 def test_concurrent_requests_are_batched_and_equal_unbatched_answers(classifier: Classifier) -> None:
@@ -103,13 +103,12 @@ def test_full_queue_refuses_with_overloaded(classifier: Classifier) -> None:
     assert refused and served and len(refused) + len(served) == len(TEXTS)
 
 
-def test_model_processes_answer_like_the_thread_and_all_reload(classifier: Classifier, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_model_processes_answer_like_the_thread_and_all_reload(classifier: Classifier, tmp_path) -> None:
     """--model-processes 2: two spawned model processes; equal answers, and a reload reaches both."""
     import shutil
 
     from mcp_classifier.backend.model_worker import ProcessModelWorker
-
-    from .test_hot_reload import DEFAULT_FILE, FINANCE_QUERY, _write_with_finance
+    from tests.support.categories import DEFAULT_FILE, FINANCE_QUERY, write_with_finance
 
     categories = tmp_path / "categories.yaml"
     shutil.copy(DEFAULT_FILE, categories)
@@ -119,13 +118,17 @@ def test_model_processes_answer_like_the_thread_and_all_reload(classifier: Class
     async def run() -> tuple[list, list]:
         backend = LocalBatchingBackend(
             ProcessModelWorker(settings.model_dump_json(), processes=2),
-            batch_size=4, batch_window_ms=5.0, max_queue=1024, request_timeout_s=60.0,
-            categories_file=categories, max_concurrent_batches=2,
+            batch_size=4,
+            batch_window_ms=5.0,
+            max_queue=1024,
+            request_timeout_s=60.0,
+            categories_file=categories,
+            max_concurrent_batches=2,
         )
         await backend.start()
         try:
             before = [r[0] for r in await asyncio.gather(*(backend.classify([t]) for t in TEXTS))]
-            _write_with_finance(categories)
+            write_with_finance(categories)
             assert await backend.reload_categories()
             after = [r[0] for r in await asyncio.gather(*(backend.classify([FINANCE_QUERY]) for _ in range(16)))]
             assert (await backend.info()).categories.names[-1] == "finance"
@@ -171,8 +174,12 @@ def test_two_model_threads_run_batches_side_by_side_with_unbatched_answers(class
 
     async def run() -> list:
         backend = LocalBatchingBackend(
-            ThreadModelWorker(CountingClassifier, threads=2),  # type: ignore[arg-type]
-            batch_size=8, batch_window_ms=5.0, max_queue=1024, request_timeout_s=30.0, max_concurrent_batches=2,
+            ThreadModelWorker(CountingClassifier, threads=2),
+            batch_size=8,
+            batch_window_ms=5.0,
+            max_queue=1024,
+            request_timeout_s=30.0,
+            max_concurrent_batches=2,
         )
         await backend.start()
         try:
@@ -190,7 +197,7 @@ def test_two_model_threads_run_batches_side_by_side_with_unbatched_answers(class
 def test_auto_torch_threads_share_the_cpus_among_concurrent_model_calls() -> None:
     import torch
 
-    from mcp_classifier.backend.factory import fill_local_threading
+    from mcp_classifier.wiring import fill_local_threading
 
     cpus = torch.get_num_threads()  # the budget fill_local_threading shares out
     assert fill_local_threading(Settings()).torch_threads == 0  # one call in flight: torch's default

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .conftest import REPO_ROOT
+from tests.support import REPO_ROOT
 
 GENERATED = ("classifier_pb2.py", "classifier_pb2.pyi", "classifier_pb2_grpc.py")
 
@@ -14,7 +14,8 @@ GENERATED = ("classifier_pb2.py", "classifier_pb2.pyi", "classifier_pb2_grpc.py"
 def test_regenerating_the_stubs_changes_nothing(tmp_path: Path) -> None:
     subprocess.run(
         ["bash", str(REPO_ROOT / "scripts" / "gen_protos.sh"), str(tmp_path)],
-        check=True, env={"PYTHON": sys.executable, "PATH": "/usr/bin:/bin"},
+        check=True,
+        env={"PYTHON": sys.executable, "PATH": "/usr/bin:/bin"},
     )
     committed = REPO_ROOT / "services" / "mcp_classifier" / "api" / "v1"
     for name in GENERATED:

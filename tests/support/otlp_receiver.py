@@ -26,12 +26,10 @@ class _Collector(trace_service_pb2_grpc.TraceServiceServicer):
         self.spans: list[ReceivedSpan] = []
         self.lock = threading.Lock()
 
-    def Export(self, request, context):  # noqa: N802 (gRPC name)
+    def Export(self, request, context):
         with self.lock:
             for resource_spans in request.resource_spans:
-                service = next(
-                    (a.value.string_value for a in resource_spans.resource.attributes if a.key == "service.name"), ""
-                )
+                service = next((a.value.string_value for a in resource_spans.resource.attributes if a.key == "service.name"), "")
                 for scope_spans in resource_spans.scope_spans:
                     for span in scope_spans.spans:
                         self.spans.append(
@@ -48,7 +46,7 @@ class _Collector(trace_service_pb2_grpc.TraceServiceServicer):
         return trace_service_pb2.ExportTraceServiceResponse()
 
 
-def _value(v):  # type: ignore[no-untyped-def]
+def _value(v):
     kind = v.WhichOneof("value")
     return getattr(v, kind) if kind else None
 

@@ -34,19 +34,32 @@ def make_tls_files(tmp_dir: Path) -> TlsFiles:
     if shutil.which("openssl") is None:
         pytest.skip("no openssl CLI to make test certificates")
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    run = lambda *a: subprocess.run(["openssl", *a], cwd=tmp_dir, check=True, capture_output=True)  # noqa: E731
+    run = lambda *a: subprocess.run(["openssl", *a], cwd=tmp_dir, check=True, capture_output=True)  # noqa: E731 - a one-line helper reads best as a lambda here
     run("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=mcp-classifier test CA")
     run("req", *ec, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost")
     (tmp_dir / "san.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    run("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "server.pem",
-        "-days", "2", "-extfile", "san.cnf")
+    run(
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "san.cnf",
+    )
     return TlsFiles(tmp_dir / "ca.pem", tmp_dir / "server.pem", tmp_dir / "server.key")
 
 
 class RedisServer:
-    def __init__(
-        self, tmp_dir: Path, *, password: str | None = None, tls: "TlsFiles | None" = None
-    ) -> None:
+    def __init__(self, tmp_dir: Path, *, password: str | None = None, tls: TlsFiles | None = None) -> None:
         self.binary = redis_binary()
         self.tmp_dir = tmp_dir
         self.password = password
@@ -61,12 +74,37 @@ class RedisServer:
             return f"rediss://{auth}127.0.0.1:{self.port}/0?ssl_ca_certs={self.tls.ca}"
         return f"redis://{auth}127.0.0.1:{self.port}/0"
 
-    def start(self, timeout_s: float = 15.0) -> "RedisServer":
-        args = [self.binary, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                "--dir", str(self.tmp_dir), "--daemonize", "no", "--loglevel", "warning"]
+    def start(self, timeout_s: float = 15.0) -> RedisServer:
+        args = [
+            self.binary,
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(self.tmp_dir),
+            "--daemonize",
+            "no",
+            "--loglevel",
+            "warning",
+        ]
         if self.tls:
-            args += ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file", str(self.tls.cert),
-                     "--tls-key-file", str(self.tls.key), "--tls-ca-cert-file", str(self.tls.ca), "--tls-auth-clients", "no"]
+            args += [
+                "--port",
+                "0",
+                "--tls-port",
+                str(self.port),
+                "--tls-cert-file",
+                str(self.tls.cert),
+                "--tls-key-file",
+                str(self.tls.key),
+                "--tls-ca-cert-file",
+                str(self.tls.ca),
+                "--tls-auth-clients",
+                "no",
+            ]
         else:
             args += ["--port", str(self.port)]
         if self.password:
@@ -85,7 +123,7 @@ class RedisServer:
                 time.sleep(0.05)
         raise RuntimeError(f"redis-server on port {self.port} did not start")
 
-    def client(self):  # type: ignore[no-untyped-def]
+    def client(self):
         import redis
 
         tls = {"ssl": True, "ssl_ca_certs": str(self.tls.ca)} if self.tls else {}

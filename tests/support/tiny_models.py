@@ -5,10 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 CORPUS = [
-    "what is the derivative of a polynomial", "explain the causes of the first world war",
-    "how do I sort a list in python", "why is the sky blue during the day", "hello there how are you",
-    "integrate the function over the interval", "who built the pyramids of giza", "configure a kubernetes cluster",
-    "photosynthesis turns light into chemical energy", "tell me a joke about cats", "Instruct: Query:",
+    "what is the derivative of a polynomial",
+    "explain the causes of the first world war",
+    "how do I sort a list in python",
+    "why is the sky blue during the day",
+    "hello there how are you",
+    "integrate the function over the interval",
+    "who built the pyramids of giza",
+    "configure a kubernetes cluster",
+    "photosynthesis turns light into chemical energy",
+    "tell me a joke about cats",
+    "Instruct: Query:",
 ] * 20
 
 
@@ -27,8 +34,16 @@ def build_tiny_qwen3(target: Path) -> Path:
         tokenizer_object=tokenizer, unk_token="<unk>", eos_token="<|endoftext|>", pad_token="<|endoftext|>", padding_side="left"
     )
     config = Qwen3Config(
-        vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, head_dim=16, max_position_embeddings=512, pad_token_id=eos_id, eos_token_id=eos_id,
+        vocab_size=512,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        max_position_embeddings=512,
+        pad_token_id=eos_id,
+        eos_token_id=eos_id,
     )
     model = Qwen3Model(config).eval()
     target.mkdir(parents=True, exist_ok=True)

@@ -1,22 +1,24 @@
-"""JSON-RPC single endpoint `POST /mcp` over real HTTP (DESIGN §3.1 item 1).
+"""JSON-RPC single endpoint `POST /mcp` (DESIGN §3.1 item 1): every envelope rule, in process.
 
-Every test talks to the session's real uvicorn server (real MiniLM backend) with httpx.
+The `client` fixture is the real app over a fake backend (tests/unit/conftest.py);
+tests/e2e/test_http_real_model.py runs a chosen set of these same tests over real HTTP against
+a real gateway process with the real model.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
 
-from tests.conftest import ServerProcess, assert_valid_classification
+from tests.support import DEFAULT_MAX_BODY_BYTES, assert_valid_classification
 
 SUPPORTED_VERSIONS = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
 FALLBACK_VERSION = "2025-06-18"
-DEFAULT_MAX_BODY_BYTES = 1_048_576  # settings.max_body_bytes default: 1 MiB
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -25,12 +27,6 @@ INVALID_PARAMS = -32602
 
 
 # ---- helpers -----------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def client(server: ServerProcess) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.url, timeout=60) as c:
-        yield c
-
-
 def post_raw(client: httpx.Client, content: bytes | str, headers: dict[str, str] | None = None) -> httpx.Response:
     """POST bytes to /mcp with exactly ``headers`` (plus Host and Content-Length, which HTTP/1.1 needs)."""
     request = httpx.Request(
@@ -52,7 +48,9 @@ def assert_json_answer(response: httpx.Response, status: int = 200) -> Any:
     return response.json()
 
 
-def rpc(client: httpx.Client, method: str, params: Any = None, request_id: Any = 1, headers: dict[str, str] | None = None) -> dict[str, Any]:
+def rpc(
+    client: httpx.Client, method: str, params: Any = None, request_id: Any = 1, headers: dict[str, str] | None = None
+) -> dict[str, Any]:
     """One request; returns the whole response object after checking the envelope and the id."""
     message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
     if params is not None:
@@ -151,7 +149,9 @@ def test_initialize_unsupported_or_missing_version_falls_back(client: httpx.Clie
 
 
 def test_initialize_result_shape(client: httpx.Client) -> None:
-    result = rpc_result(client, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}})
+    result = rpc_result(
+        client, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    )
     info = result["serverInfo"]
     assert isinstance(info["name"], str) and info["name"]
     assert isinstance(info["version"], str) and info["version"]
@@ -166,7 +166,12 @@ def test_initialize_issues_no_session_and_ignores_incoming_one(client: httpx.Cli
     headers = {"Mcp-Session-Id": "bogus-session-from-another-replica"}
     response = post(
         client,
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+        },
         headers,
     )
     body = assert_json_answer(response)
@@ -179,10 +184,9 @@ def test_initialize_issues_no_session_and_ignores_incoming_one(client: httpx.Cli
     assert "mcp-session-id" not in response.headers
 
 
-def test_tools_call_works_without_initialize(server: ServerProcess, category_count: int) -> None:
-    # A brand-new connection that never sent initialize (any replica may receive any request).
-    with httpx.Client(base_url=server.url, timeout=60) as fresh:
-        result = call_tool(fresh, "classify_text", {"text": "What is the integral of x squared?"})
+def test_tools_call_works_without_initialize(client: httpx.Client, category_count: int) -> None:
+    # No initialize first (any replica may receive any request): the server keeps no per-client state.
+    result = call_tool(client, "classify_text", {"text": "What is the integral of x squared?"})
     assert_valid_classification(tool_payload(result, is_error=False), category_count)
 
 
@@ -227,9 +231,7 @@ def test_tools_list_declares_both_tools_with_schemas(client: httpx.Client) -> No
     assert "with_probabilities" not in schema.get("required", [])
     out = tools["classify_text"]["outputSchema"]
     assert {"class", "confidence", "model", "use_reasoning"} <= set(out["properties"])
-    assert {"categories", "category_system_prompts", "category_descriptions"} <= set(
-        tools["list_categories"]["outputSchema"]["properties"]
-    )
+    assert {"categories", "category_system_prompts", "category_descriptions"} <= set(tools["list_categories"]["outputSchema"]["properties"])
     # The description states the entropy's log base (DESIGN §3).
     assert any(word in tools["classify_text"]["description"].lower() for word in ("nats", "natural log", "bits", "log2", "base 2"))
 
@@ -265,7 +267,9 @@ def test_classify_text_with_probabilities(client: httpx.Client, category_count: 
 
 
 def test_classify_text_with_probabilities_false_omits_them(client: httpx.Client, category_count: int) -> None:
-    payload = tool_payload(call_tool(client, "classify_text", {"text": "How do CPUs cache memory?", "with_probabilities": False}), is_error=False)
+    payload = tool_payload(
+        call_tool(client, "classify_text", {"text": "How do CPUs cache memory?", "with_probabilities": False}), is_error=False
+    )
     assert_valid_classification(payload, category_count)
     assert "probabilities" not in payload
 
@@ -304,7 +308,9 @@ def test_logging_set_level_invalid(client: httpx.Client, params: dict[str, Any])
 
 
 def test_logging_capability_only_when_set_level_works(client: httpx.Client) -> None:
-    caps = rpc_result(client, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}})["capabilities"]
+    caps = rpc_result(
+        client, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    )["capabilities"]
     if "logging" in caps:
         assert rpc_result(client, "logging/setLevel", {"level": "info"}) == {}
     else:
@@ -425,7 +431,18 @@ def test_tools_call_arguments_not_an_object_is_invalid_params(client: httpx.Clie
         {"text": None},
         {"text": "hello", "with_probabilities": "yes"},
     ],
-    ids=["empty", "whitespace", "control-chars-only", "unknown-argument", "missing-text", "missing-text-with-probs", "text-int", "text-list", "text-null", "probs-not-bool"],
+    ids=[
+        "empty",
+        "whitespace",
+        "control-chars-only",
+        "unknown-argument",
+        "missing-text",
+        "missing-text-with-probs",
+        "text-int",
+        "text-list",
+        "text-null",
+        "probs-not-bool",
+    ],
 )
 def test_tool_level_problem_is_error_result_not_protocol_error(client: httpx.Client, arguments: dict[str, Any]) -> None:
     tool_payload(call_tool(client, "classify_text", arguments), is_error=True)
@@ -449,7 +466,12 @@ def test_list_categories_unknown_argument_is_error_result(client: httpx.Client) 
 # ---- batches -----------------------------------------------------------------------------------
 def test_batch_answered_as_array_matched_by_id(client: httpx.Client, category_count: int) -> None:
     batch = [
-        {"jsonrpc": "2.0", "id": "c", "method": "tools/call", "params": {"name": "classify_text", "arguments": {"text": "What causes tides?"}}},
+        {
+            "jsonrpc": "2.0",
+            "id": "c",
+            "method": "tools/call",
+            "params": {"name": "classify_text", "arguments": {"text": "What causes tides?"}},
+        },
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 1, "method": "ping"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},

@@ -1,23 +1,20 @@
-"""REST style `POST /mcp/<method>` over real HTTP (DESIGN §3.1 item 2)."""
+"""REST style `POST /mcp/<method>` (DESIGN §3.1 item 2): every mapping rule, in process over a fake backend.
+
+tests/e2e/test_http_real_model.py runs the Go client's sequence and a few others of these same
+tests over real HTTP against a real gateway process with the real model.
+"""
 
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+from typing import Any
 
 import httpx
 import pytest
 
-from tests.conftest import ServerProcess, assert_valid_classification
+from tests.support import DEFAULT_MAX_BODY_BYTES, assert_valid_classification
 
-DEFAULT_MAX_BODY_BYTES = 1_048_576  # settings.max_body_bytes default: 1 MiB
 GO_CLIENT_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
-
-
-@pytest.fixture(scope="module")
-def client(server: ServerProcess) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.url, timeout=60) as c:
-        yield c
 
 
 def send_exact(client: httpx.Client, path: str, content: bytes, headers: dict[str, str]) -> httpx.Response:
@@ -135,7 +132,11 @@ def test_plain_tools_call_classify_text(client: httpx.Client, category_count: in
 
 def test_plain_tools_call_with_probabilities(client: httpx.Client, category_count: int) -> None:
     result = ok_json(
-        rest(client, "tools/call", {"name": "classify_text", "arguments": {"text": "How does photosynthesis work?", "with_probabilities": True}})
+        rest(
+            client,
+            "tools/call",
+            {"name": "classify_text", "arguments": {"text": "How does photosynthesis work?", "with_probabilities": True}},
+        )
     )
     payload = tool_payload(result, is_error=False)
     assert_valid_classification(payload, category_count)
@@ -143,7 +144,9 @@ def test_plain_tools_call_with_probabilities(client: httpx.Client, category_coun
 
 
 def test_plain_initialize_params_body(client: httpx.Client) -> None:
-    init = ok_json(rest(client, "initialize", {"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}))
+    init = ok_json(
+        rest(client, "initialize", {"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}})
+    )
     assert init["protocolVersion"] == "2025-03-26"
     assert isinstance(init["instructions"], str) and init["instructions"]
 
@@ -172,7 +175,9 @@ def test_unknown_rest_method_is_404_json(client: httpx.Client, method: str) -> N
     error_json(rest(client, method, {}), 404)
 
 
-@pytest.mark.parametrize("raw", [b"{not json", b'{"name": "classify_text",}', b"\xff\xfe"], ids=["garbage", "trailing-comma", "invalid-utf8"])
+@pytest.mark.parametrize(
+    "raw", [b"{not json", b'{"name": "classify_text",}', b"\xff\xfe"], ids=["garbage", "trailing-comma", "invalid-utf8"]
+)
 def test_bad_json_is_400(client: httpx.Client, raw: bytes) -> None:
     error_json(rest(client, "tools/call", raw=raw), 400)
 

@@ -12,7 +12,9 @@ from mcp_classifier.settings import Settings
 
 
 def test_serve_config_carries_batching_gpus_autoscaling_and_grpc_ingress() -> None:
-    settings = Settings(batch_size=48, replica_num_gpus=1, min_replicas=2, max_replicas=6, max_ongoing_requests=16, model="Qwen/Qwen3-Embedding-0.6B")
+    settings = Settings(
+        batch_size=48, replica_num_gpus=1, min_replicas=2, max_replicas=6, max_ongoing_requests=16, model="Qwen/Qwen3-Embedding-0.6B"
+    )
     config = serve_config(settings)
     assert config["grpc_options"]["grpc_servicer_functions"] == [SERVICER_FUNCTION]
     (app,) = config["applications"]
@@ -27,7 +29,9 @@ def test_serve_config_carries_batching_gpus_autoscaling_and_grpc_ingress() -> No
 def test_cli_prints_the_same_config_for_the_same_flags() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "mcp_classifier.cli", "serve-config", "--replica-num-gpus", "1", "--max-replicas", "3"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     assert yaml.safe_load(out) == serve_config(Settings(replica_num_gpus=1, max_replicas=3))
 

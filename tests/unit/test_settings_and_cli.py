@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-import re
 import subprocess
 import sys
 
@@ -12,8 +9,7 @@ import pytest
 
 from mcp_classifier.cli import build_parser, settings_from_args
 from mcp_classifier.settings import ENV_PREFIX, Settings
-
-from .conftest import REPO_ROOT, assert_valid_classification
+from tests.support import REPO_ROOT
 
 
 def _readme_rows() -> dict[str, list[str]]:
@@ -54,30 +50,3 @@ def test_flags_override_env_which_overrides_defaults(monkeypatch: pytest.MonkeyP
     settings = settings_from_args(args)
     assert (settings.port, settings.batch_size, settings.max_text_length) == (9555, 7, 100)
     assert settings.model == "builtin:minilm"
-
-
-def test_invalid_setting_is_refused_with_a_clear_message() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "mcp_classifier.cli", "classify", "hi"],
-        capture_output=True, text=True, env={**os.environ, f"{ENV_PREFIX}BATCH_SIZE": "zero"},
-    )
-    assert done.returncode == 2 and "batch_size" in done.stderr
-
-
-def test_classify_command_prints_valid_json(category_count: int) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "mcp_classifier.cli", "classify", "What is 5 + 3?", "--with-probabilities"],
-        capture_output=True, text=True, check=True, timeout=120,
-    )
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert_valid_classification(result, category_count)
-    assert result["category"] == "math" and result["use_reasoning"] is False
-    assert re.search(r"category index built", done.stderr)
-
-
-def test_missing_categories_file_exits_with_a_clear_error(tmp_path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "mcp_classifier.cli", "classify", "hi", "--categories-file", str(tmp_path / "none.yaml")],
-        capture_output=True, text=True, timeout=120,
-    )
-    assert done.returncode == 1 and "cannot read categories file" in done.stderr

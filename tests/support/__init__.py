@@ -1,0 +1,55 @@
+"""What the tests share: paths, the protocol's validation rules, waiting helpers.
+
+Servers and fakes live beside this file: `processes` (real gateway processes on free ports),
+`fake_backend` (an in-process backend with no model, for the unit floor), `categories` (category
+files derived from the packaged default), `redis_server`, `otlp_receiver`, `tcp_forwarder` and
+`tiny_models` (a tiny Qwen3 built on the spot).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PEER_DIR = REPO_ROOT.parent / "shared" / "peer" / "semantic-router"
+DEFAULT_MAX_BODY_BYTES = 1_048_576  # settings.max_body_bytes default: 1 MiB
+API_KEY_IN_FILE = "gamma-key-from-file-4d1a"  # the key the `keys_file` fixture writes
+
+
+def assert_valid_classification(result: dict[str, Any], n_categories: int) -> None:
+    """The protocol's validation rules (DESIGN §3) that every classify_text answer must meet."""
+    assert isinstance(result["class"], int) and 0 <= result["class"] < n_categories, result
+    assert 0.0 <= result["confidence"] <= 1.0, result
+    assert isinstance(result["model"], str) and result["model"], result
+    assert isinstance(result["use_reasoning"], bool), result
+    if "probabilities" in result:
+        probs = result["probabilities"]
+        assert len(probs) == n_categories, result
+        assert all(0.0 <= p <= 1.0 for p in probs), result
+        assert abs(sum(probs) - 1.0) <= 0.01, result
+        assert result["confidence"] >= max(probs) * 0.9, result
+        assert result["entropy"] >= 0.0, result
+
+
+def wait_for(predicate: Callable[[], object], timeout_s: float = 10.0, interval_s: float = 0.05) -> bool:
+    """Poll until ``predicate()`` is truthy; False when the time runs out."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval_s)
+    return bool(predicate())
+
+
+async def async_wait_for(predicate: Callable[[], object], timeout_s: float = 10.0, interval_s: float = 0.02) -> bool:
+    """wait_for inside an event loop: the loop keeps running the work being waited on."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        await asyncio.sleep(interval_s)
+    return bool(predicate())

@@ -1,0 +1,82 @@
+"""An in-process ClassificationBackend with no model: the unit floor's stand-in for the real one.
+
+It answers from the packaged categories and the real routing policy, so every answer meets the
+protocol's validation rules; the class is a stable hash of the text, because the unit tests check
+envelopes, doors and edge rules, never what a model would say. Real-model behaviour is covered by
+tests/integration and tests/e2e.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+from mcp_classifier.backend.base import BackendError
+from mcp_classifier.core.categories import CategoryConfig, load_categories
+from mcp_classifier.core.results import ClassificationResult, ClassifierInfo
+from mcp_classifier.core.routing import RoutingPolicy
+
+TOP_PROBABILITY = 0.6  # the fake's confidence: well clear of the policy's low-confidence rule
+
+
+class FakeBackend:
+    """Deterministic answers; counts what reaches it; ``fail_with`` makes every classify raise."""
+
+    def __init__(self, categories_file: Path | None = None) -> None:
+        self.config: CategoryConfig = load_categories(categories_file)
+        self.policy = RoutingPolicy(self.config)
+        self.calls: list[list[str]] = []
+        self.fail_with: BackendError | None = None
+        self.started = False
+        self.closed = False
+
+    async def start(self) -> None:
+        self.started = True
+
+    async def close(self) -> None:
+        self.closed = True
+
+    async def ready(self) -> bool:
+        return self.started and not self.closed and self.fail_with is None
+
+    async def reload_categories(self) -> bool:
+        return False
+
+    async def info(self) -> ClassifierInfo:
+        return ClassifierInfo(
+            model_id="fake-model",
+            device="cpu",
+            dtype="float32",
+            pooling="mean",
+            categories=self.config,
+            category_set_version=self.config.category_set_version,
+            policy_version=self.config.policy_version,
+            index_size=sum(len(c.examples) for c in self.config.categories),
+            temperature=1.0,
+            loo_accuracy=1.0,
+        )
+
+    async def classify(self, texts: Sequence[str]) -> list[ClassificationResult]:
+        self.calls.append(list(texts))
+        if self.fail_with is not None:
+            raise self.fail_with
+        return [self.answer(text) for text in texts]
+
+    def answer(self, text: str) -> ClassificationResult:
+        """What classify returns for ``text``: a stable class, TOP_PROBABILITY on it, the rest shared."""
+        n = len(self.config.categories)
+        cls = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=4).digest(), "big") % n
+        rest = (1.0 - TOP_PROBABILITY) / (n - 1)
+        probabilities = tuple(TOP_PROBABILITY if i == cls else rest for i in range(n))
+        decision = self.policy.decide(cls, TOP_PROBABILITY, text)
+        return ClassificationResult(
+            class_index=cls,
+            category=self.config.categories[cls].name,
+            confidence=TOP_PROBABILITY,
+            model=decision.model,
+            use_reasoning=decision.use_reasoning,
+            probabilities=probabilities,
+            entropy=-sum(p * math.log(p) for p in probabilities),
+        )
