@@ -22,14 +22,13 @@ The misses counter is read before and after each hit measurement: a single miss 
 model was on the measured path, and the run says so.
 
 Usage:
-    python loadtests/bench_cache.py [--duration 8] [--clients 32] [--rounds 2] [--json out.json] [serve flags...]
+    python -m loadtests.bench_cache [--duration 8] [--clients 32] [--rounds 2] [--json out.json] [serve flags...]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import sys
 import time
@@ -37,15 +36,14 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
 import aiohttp
 import httpx
 import orjson
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_local import _JSON, TEXTS, CpuMark, ProcessTree, Server, _body, _client, percentile, run_event_loop
+from loadtests.harness.cpu import CpuMark, ProcessTree
+from loadtests.harness.loadgen import JSON_HEADERS, body_of, percentile, run_event_loop, session_for
+from loadtests.harness.queries import TEXTS
+from loadtests.harness.servers import Server
 
 P50_TARGET_MS = 2.0
 RPS_RATIO_TARGET = 0.60
@@ -73,7 +71,7 @@ NOOP_BODY = b"{}"
 
 async def _post(session: aiohttp.ClientSession, path: str, body: bytes) -> str | None:
     try:
-        async with session.post(path, data=body, headers=_JSON) as resp:
+        async with session.post(path, data=body, headers=JSON_HEADERS) as resp:
             content = await resp.read()
             status = resp.status
     except (TimeoutError, aiohttp.ClientError) as exc:
@@ -89,7 +87,7 @@ async def measure(url: str, name: str, path: str, bodies: Sequence[bytes], clien
     """Closed loop: ``clients`` connections, each sending its next request as soon as the last answered."""
     latencies: list[float] = []
     failures: list[str] = []
-    async with _client(url, clients) as session:
+    async with session_for(url, clients) as session:
         for i in range(clients * 3):  # warm-up: open every connection
             await _post(session, path, bodies[i % len(bodies)])
         mark0 = CpuMark.take(tree)
@@ -141,7 +139,7 @@ async def warm(url: str, texts: Sequence[str]) -> None:
 
         async def one(text: str) -> None:
             async with sem:
-                err = await _post(session, "/mcp/tools/call", _body(text))
+                err = await _post(session, "/mcp/tools/call", body_of(text))
                 if err:
                     raise RuntimeError(f"warm-up failed: {err}")
 
@@ -205,7 +203,7 @@ async def run(url: str, tree: ProcessTree, args: argparse.Namespace) -> dict[tup
     texts = list(TEXTS)
     print(f"warming the cache with {len(texts)} texts", file=sys.stderr)
     await warm(url, texts)
-    hit_bodies = [_body(t) for t in texts]
+    hit_bodies = [body_of(t) for t in texts]
     runs: dict[tuple[str, int], list[Measurement]] = {}
     for round_no in range(args.rounds):
         for n in (1, args.clients):

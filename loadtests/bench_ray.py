@@ -1,6 +1,6 @@
 """Gateway -> Ray Serve throughput in one run: (a) raw in-process floor, (b) batching on, (c) batch size 1.
 
-Reuses bench_local's server runner and aiohttp load generator so the three rows are measured the
+Uses the harness's server runner and aiohttp load generator (loadtests/harness) so the three rows are measured the
 same way. Targets (issue 3, builtin:minilm, 2 cores): (b) >= 1.8x (c) at 32 clients, and
 (b) >= 50% of (a) at saturation.
 """
@@ -11,21 +11,21 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import bench_local as bl
-
+from loadtests.harness.floor import measure_raw
+from loadtests.harness.loadgen import HttpResult, client_levels, run_event_loop, run_http
+from loadtests.harness.queries import TEXTS
+from loadtests.harness.servers import Server
+from loadtests.harness.tables import fmt, render_cpu_table
 from mcp_classifier.settings import Settings
 
 
-def run_variant(name: str, server_args: list[str], texts: Sequence[str], args: argparse.Namespace) -> list[bl.HttpResult]:
+def run_variant(name: str, server_args: list[str], texts: Sequence[str], args: argparse.Namespace) -> list[HttpResult]:
     print(f"[{name}] serve {' '.join(server_args)}", file=sys.stderr)
-    server = bl.Server(server_args)
+    server = Server(server_args)
     try:
         url = server.wait_ready()
-        return bl.run_event_loop(bl.run_http(url, texts, args, server.tree))
+        return run_event_loop(run_http(url, texts, args, server.tree))
     finally:
         server.stop()
 
@@ -34,17 +34,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--warmup", type=float, default=3.0)
-    parser.add_argument("--clients", type=bl._client_levels, default=[1, 8, 32, 64])
+    parser.add_argument("--clients", type=client_levels, default=[1, 8, 32, 64])
     parser.add_argument("--sequential-requests", type=int, default=100)
     parser.add_argument("--raw-seconds", type=float, default=5.0)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--extra", default="", help="more serve flags for both Ray variants, e.g. '--torch-threads 1'")
     args = parser.parse_args(argv)
-    texts = list(bl.TEXTS)
+    texts = list(TEXTS)
     extra = args.extra.split()
 
     print("(a) raw in-process floor", file=sys.stderr)
-    raw = bl.measure_raw(Settings(batch_size=args.batch_size), texts, args.raw_seconds)
+    raw = measure_raw(Settings(batch_size=args.batch_size), texts, args.raw_seconds)
     floor_row = max(raw[:2], key=lambda r: r.texts_per_s)  # fixed chunks or planned sub-batches: the stricter
     floor = floor_row.texts_per_s
     batched = run_variant(
@@ -61,8 +61,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for b, c in zip(batched, unbatched):
         label = "seq" if b.name == "sequential" else str(b.clients)
         print(
-            f"| {label} | {b.rps:.1f} | {bl._fmt(b.p50_ms)} / {bl._fmt(b.p99_ms)} | {c.rps:.1f} | "
-            f"{bl._fmt(c.p50_ms)} / {bl._fmt(c.p99_ms)} | {b.rps / c.rps:.2f}x | {100 * b.rps / floor:.0f}% |"
+            f"| {label} | {b.rps:.1f} | {fmt(b.p50_ms)} / {fmt(b.p99_ms)} | {c.rps:.1f} | "
+            f"{fmt(c.p50_ms)} / {fmt(c.p99_ms)} | {b.rps / c.rps:.2f}x | {100 * b.rps / floor:.0f}% |"
         )
     at32 = [(b, c) for b, c in zip(batched, unbatched) if b.clients == 32 and b.name != "sequential"]
     saturation = max(batched[1:], key=lambda h: h.rps)
@@ -75,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     failures = sum(h.failures for h in batched + unbatched)
     print(f"failures: {failures}")
-    print("\nCPU during (b):\n" + bl.render_cpu_table([], batched))
+    print("\nCPU during (b):\n" + render_cpu_table([], batched))
     return 0
 
 

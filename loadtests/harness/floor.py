@@ -1,0 +1,87 @@
+"""The raw in-process floor: the model's own rate on the same texts, measured in the same run."""
+
+from __future__ import annotations
+
+import gc
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mcp_classifier.settings import Settings
+from mcp_classifier.wiring import build_classifier
+
+from .cpu import host_busy_seconds, self_cpu_seconds
+from .tables import fmt
+
+
+@dataclass
+class RawResult:
+    """In-process rates over TEXTS: the ceiling any HTTP path can approach."""
+
+    name: str
+    texts_per_s: float
+    passes: int
+    seconds: float
+    best_pass_texts_per_s: float = 0.0  # fastest single pass: what a quiet host would give
+    own_cpu_pct: float | None = None
+    other_cpu_pct: float | None = None
+
+
+def measure_raw(settings: Settings, texts: Sequence[str], seconds: float) -> list[RawResult]:
+    """Time the raw forward two ways, and classify(), in this process; then free the model.
+
+    The two forward rows: the issue's floor (length-sorted fixed chunks of ``batch_size``, one
+    model call each) and the encoder's own planned sub-batches (what the server runs). The
+    higher of the two is the floor, so the ratio never flatters the server. Runs before the
+    server starts so neither side competes for the cores.
+    """
+    classifier = build_classifier(settings)
+    encoder = classifier.encoder
+    queries = [encoder.format_query(t) for t in texts]
+    by_length = [queries[i] for i in sorted(range(len(queries)), key=encoder.token_counts(queries).__getitem__)]
+    chunks = [by_length[i : i + settings.batch_size] for i in range(0, len(by_length), settings.batch_size)]
+    planned_overhead = encoder.forward_overhead_tokens
+
+    def fixed_chunks(_: list[str]) -> None:
+        # A model call "costing" more than any padding makes each chunk exactly one forward.
+        encoder.forward_overhead_tokens = float("inf")
+        try:
+            for chunk in chunks:
+                encoder.encode(chunk)
+        finally:
+            encoder.forward_overhead_tokens = planned_overhead
+
+    results: list[RawResult] = []
+    try:
+        for name, fn in (
+            (f"raw forward, batch {settings.batch_size} sorted", fixed_chunks),
+            ("raw forward, planned sub-batches", encoder.encode_queries),
+            ("raw classify()", classifier.classify),
+        ):
+            fn(list(texts))  # warm-up: first calls pay allocator and kernel-selection costs
+            passes = 0
+            self0, host0 = self_cpu_seconds(), host_busy_seconds()
+            started = time.perf_counter()
+            fastest = float("inf")
+            while True:
+                t0 = time.perf_counter()
+                fn(list(texts))
+                passes += 1
+                fastest = min(fastest, time.perf_counter() - t0)
+                elapsed = time.perf_counter() - started
+                if elapsed >= seconds and passes >= 2:
+                    break
+            self1, host1 = self_cpu_seconds(), host_busy_seconds()
+            other = None if host0 is None or host1 is None else max(0.0, 100.0 * ((host1 - host0) - (self1 - self0)) / elapsed)
+            rate, best = passes * len(texts) / elapsed, len(texts) / fastest
+            results.append(RawResult(name, rate, passes, elapsed, best, 100.0 * (self1 - self0) / elapsed, other))
+            print(
+                f"  {name}: {rate:.1f} texts/s, best pass {best:.1f} ({passes} passes in {elapsed:.1f} s, "
+                f"own CPU {results[-1].own_cpu_pct:.0f}%, other processes {fmt(other, 0)}%)",
+                file=sys.stderr,
+            )
+    finally:
+        del classifier
+        gc.collect()
+    return results
