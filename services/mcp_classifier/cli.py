@@ -198,6 +198,57 @@ def _run_eval(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_loadtest(args: argparse.Namespace) -> int:
+    from .loadtest.runner import LoadtestOptions, run_loadtest
+
+    options = LoadtestOptions(
+        url=args.url,
+        backend=args.backend,
+        users=args.users,
+        spawn_rate=args.spawn_rate,
+        duration_s=args.duration,
+        hit_ratio=args.hit_ratio,
+        probabilities_ratio=args.probabilities_ratio,
+        length_mix=args.length_mix,
+        api_key=args.api_key,
+        out=args.out,
+        compare=args.compare,
+        shape=args.shape,
+        processes=args.processes,
+    )
+    try:
+        return run_loadtest(options)
+    except RuntimeError as exc:
+        raise CliError(f"loadtest: {exc}") from exc
+
+
+def _ratio(value: str) -> float:
+    ratio = float(value)
+    if not 0.0 <= ratio <= 1.0:
+        raise argparse.ArgumentTypeError(f"{value} is not between 0 and 1")
+    return ratio
+
+
+def add_loadtest_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    loadtest = sub.add_parser(
+        "loadtest",
+        help="Locust load test against --url, or a local stack it starts and stops; writes stats, report.md and plots",
+    )
+    loadtest.add_argument("--url", help="a running gateway (http://HOST:PORT); without it a local stack is started on free ports")
+    loadtest.add_argument("--backend", choices=["local", "ray"], default="local", help="backend of the local stack [default: local]")
+    loadtest.add_argument("--users", type=int, default=16, help="concurrent Locust users [default: 16]")
+    loadtest.add_argument("--spawn-rate", type=float, default=16.0, help="users started per second [default: 16]")
+    loadtest.add_argument("--duration", type=int, default=30, help="seconds of load [default: 30]")
+    loadtest.add_argument("--hit-ratio", type=_ratio, default=0.0, help="share of requests that repeat a warmed-up text [default: 0]")
+    loadtest.add_argument("--probabilities-ratio", type=_ratio, default=0.5, help="share of calls with with_probabilities [default: 0.5]")
+    loadtest.add_argument("--length-mix", default="short:0.4,medium:0.4,long:0.2", help="query-length mix [default: %(default)s]")
+    loadtest.add_argument("--shape", choices=["constant", "stages"], default="constant", help="stages: ramp, plateau, spike, plateau")
+    loadtest.add_argument("--processes", type=int, default=1, help="Locust processes (more than 1 for load beyond one core)")
+    loadtest.add_argument("--api-key", help="bearer key for a gateway with keys (or env MCP_LOADTEST_API_KEY; prefer the env var)")
+    loadtest.add_argument("--compare", help="a second REST-style MCP classifier to run the same workload against, side by side")
+    loadtest.add_argument("--out", type=Path, default=Path("loadtest-report"), help="report folder [default: loadtest-report]")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mcp-classifier", description="MCP classification service for LLM routers.")
     parser.add_argument("--version", action="version", version=f"mcp-classifier {__version__}")
@@ -216,6 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--local", action="store_true", help="also evaluate the local model when --url is given")
     evaluate.add_argument("--out", type=Path, default=Path("eval-report"), help="report folder [default: eval-report]")
     add_settings_flags(evaluate)
+    add_loadtest_parser(sub)
     serve_cfg = sub.add_parser("serve-config", help="print the Ray Serve config YAML (the RayService's serveConfigV2)")
     add_settings_flags(serve_cfg)
     return parser
@@ -241,6 +293,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_serve_config(settings)
         if args.command == "eval":
             return cmd_eval(settings, args)
+        if args.command == "loadtest":
+            return cmd_loadtest(args)
         return cmd_classify(settings, args.texts, args.with_probabilities)
     except (CategoryFileError, ModelLoadError, OSError, CliError) as exc:
         print(f"mcp-classifier: {exc}", file=sys.stderr)

@@ -439,6 +439,53 @@ def test_every_mcp_classifier_variable_is_a_setting(rendered: dict[str, list[dic
 
 
 # ---- NetworkPolicy -------------------------------------------------------------------------------
+LOCUST_SCHEMA = REPO_ROOT / "helm" / "locusttest-schema.json"
+LOCUSTFILE = REPO_ROOT / "services" / "mcp_classifier" / "loadtest" / "locustfile.py"
+
+
+def test_loadtest_renders_a_locusttest_for_the_operator_aimed_at_the_gateway_service(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    docs = rendered["loadtest"]
+    wanted = values_of("loadtest")["loadtest"]
+    locust_test = one(docs, "LocustTest")
+    assert locust_test["apiVersion"] == "locust.cloud/v1"
+    jsonschema.Draft7Validator(json.loads(LOCUST_SCHEMA.read_text())).validate(locust_test)
+    spec = locust_test["spec"]
+    assert spec["workers"] == wanted["workers"]
+    service = one(docs, "Service", "-gateway")
+    port = service["spec"]["ports"][0]["port"]
+    assert f"--host http://{service['metadata']['name']}:{port}" in spec["args"]
+    assert "--headless" in spec["args"] and "--run-time 300s" in spec["args"]
+    # the locustfile is the project's own, from a ConfigMap
+    configmap = one(docs, "ConfigMap", "-locustfile")
+    assert spec["locustfile"] == {"configMap": {"name": configmap["metadata"]["name"]}}
+    assert configmap["data"]["locustfile.py"] == LOCUSTFILE.read_text().rstrip("\n")
+    env = {e["name"]: e["value"] for e in spec["env"]}
+    assert env["MCP_LOADTEST_SHAPE"] == "stages" and env["MCP_LOADTEST_HIT_RATIO"] == "0.5"
+    chart_defaults = yaml.safe_load((CHART / "values.yaml").read_text())["loadtest"]
+    assert spec["master"]["resources"] == chart_defaults["master"]["resources"]
+    assert spec["worker"]["resources"] == chart_defaults["worker"]["resources"]
+    # the operator's pods carry our labels, and the gateway's NetworkPolicy lets exactly those in
+    assert spec["labels"] == _selector("loadtest")["matchLabels"]
+    (rule,) = one(docs, "NetworkPolicy", "-gateway")["spec"]["ingress"]
+    assert {"podSelector": _selector("loadtest")} in rule["from"]
+    for profile, profile_docs in rendered.items():
+        if profile != "loadtest":
+            assert not find(profile_docs, "LocustTest"), profile
+            assert '"app.kubernetes.io/component": "loadtest"' not in json.dumps(profile_docs), profile
+
+
+def test_the_locusttest_schema_rejects_a_misspelled_field_and_a_missing_locustfile(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    schema = json.loads(LOCUST_SCHEMA.read_text())
+    doc = json.loads(json.dumps(one(rendered["loadtest"], "LocustTest")))
+    doc["spec"]["worker"]["resource"] = {"limits": {"cpu": "1"}}
+    with pytest.raises(jsonschema.ValidationError, match="resource"):
+        jsonschema.validate(doc, schema)
+    doc = json.loads(json.dumps(one(rendered["loadtest"], "LocustTest")))
+    doc["spec"]["locustfile"] = {}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(doc, schema)
+
+
 def _selector(component: str) -> dict[str, Any]:
     return {
         "matchLabels": {
@@ -714,6 +761,8 @@ def test_every_rendered_object_is_valid(rendered: dict[str, list[dict[str, Any]]
                         KUBE_VERSION,
                         strict=True,
                     )
+            elif doc["kind"] == "LocustTest":
+                jsonschema.Draft7Validator(json.loads(LOCUST_SCHEMA.read_text())).validate(doc)
             elif doc["kind"] == "ServiceMonitor":
                 assert doc["apiVersion"] == "monitoring.coreos.com/v1"
                 assert doc["spec"]["endpoints"] == [{"port": "http", "path": "/metrics", "interval": "30s", "scrapeTimeout": "10s"}]

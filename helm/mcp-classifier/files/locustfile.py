@@ -1,0 +1,1 @@
+../../../services/mcp_classifier/loadtest/locustfile.py

@@ -1,0 +1,314 @@
+"""Locust workload for mcp-classifier: router-style queries over both MCP styles, every answer validated.
+
+Self-contained on purpose (locust and the standard library only): the same file runs from
+`mcp-classifier loadtest`, from `locust -f` by hand, and from a ConfigMap in the locustio/locust
+image on Kubernetes, where this package is not installed.
+
+Knobs (environment variables; `mcp-classifier loadtest` sets them from its flags):
+  MCP_LOADTEST_HIT_RATIO            share of requests that reuse a warmed-up text (cache hits)   [0.0]
+  MCP_LOADTEST_PROBABILITIES_RATIO  share of classify calls with with_probabilities=true         [0.5]
+  MCP_LOADTEST_LENGTH_MIX           text-length mix, e.g. "short:0.4,medium:0.4,long:0.2"         [that]
+  MCP_LOADTEST_REPEAT_POOL          how many distinct texts the repeated share cycles through     [50]
+  MCP_LOADTEST_API_KEY              bearer key, when the gateway has keys
+  MCP_LOADTEST_SHAPE                "stages": ramp, plateau, spike, plateau (instead of -u/-r/-t)
+  MCP_LOADTEST_USERS, MCP_LOADTEST_DURATION_S   the stages' plateau users and total length
+Tags: jsonrpc, rest (the two styles), classify, list. Request names end in "(repeat)" or
+"(unique)", so cache-hit and miss latency are reported apart.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import random
+import urllib.request
+from typing import Any
+
+from locust import FastHttpUser, LoadTestShape, events, tag, task
+
+# ---- the query set: router traffic of mixed length (short chat, one-line questions, long asks) -------
+SHORT = [
+    "what is 17 times 23",
+    "define entropy",
+    "hi there",
+    "capital of peru",
+    "is 97 prime",
+    "who was cleopatra",
+    "python list comprehension",
+    "what is dns",
+    "thanks a lot",
+    "speed of light",
+    "derivative of sin x",
+    "what is a mutex",
+    "when did ww2 end",
+    "good morning",
+    "what causes rain",
+    "explain tcp",
+]
+MEDIUM = [
+    "How do I reverse a linked list in place without using extra memory?",
+    "What were the main causes of the collapse of the Western Roman Empire?",
+    "Can you explain how photosynthesis converts light into chemical energy?",
+    "What is the difference between a process and a thread in an operating system?",
+    "Solve the equation 3x squared minus 12 equals zero and show each step.",
+    "Why did the Berlin Wall fall in 1989 and what happened right after?",
+    "How does a vaccine train the immune system to recognise a virus?",
+    "What should I cook for dinner tonight if I only have rice, eggs and spinach?",
+    "How do index funds differ from actively managed mutual funds?",
+    "Explain the Pythagorean theorem with a simple example.",
+    "What is the role of mitochondria in a eukaryotic cell?",
+    "How can I configure nginx as a reverse proxy for two backend services?",
+]
+LONG = [
+    "I am preparing for an exam on linear algebra and I keep confusing eigenvalues and singular values. Could you "
+    "explain both concepts, how they relate for symmetric matrices, and walk me through computing them for a small "
+    "two by two example so that I can check my own work afterwards?",
+    "Our team runs a Kubernetes cluster with a few dozen microservices and we see intermittent timeouts between "
+    "services during deploys. What are the usual causes, such as readiness probes, connection draining and DNS "
+    "caching, and how would you investigate them step by step?",
+    "Write a short overview of the industrial revolution in Britain: what started it, how steam power and textile "
+    "mills changed work and cities, and what the social consequences were for the working class during the period.",
+    "My grandmother asked me how black holes form and whether anything can escape them. Explain stellar collapse, "
+    "the event horizon and Hawking radiation in plain words, with an analogy she could follow over a cup of tea.",
+    "Compare recursion and iteration for computing Fibonacci numbers in terms of time complexity, memory use and "
+    "readability, then show how memoisation changes the picture and when you would pick each approach in practice.",
+]
+POOLS = {"short": SHORT, "medium": MEDIUM, "long": LONG}
+
+
+def _env_float(name: str, default: float) -> float:
+    value = float(os.environ.get(name, default))
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must be between 0 and 1, got {value}")
+    return value
+
+
+def _length_mix(spec: str) -> tuple[list[str], list[float]]:
+    names, weights = [], []
+    for part in spec.split(","):
+        name, _, weight = part.partition(":")
+        if name.strip() not in POOLS:
+            raise ValueError(f"MCP_LOADTEST_LENGTH_MIX: unknown length {name!r}; use {sorted(POOLS)}")
+        names.append(name.strip())
+        weights.append(float(weight or 1))
+    return names, weights
+
+
+HIT_RATIO = _env_float("MCP_LOADTEST_HIT_RATIO", 0.0)
+PROBABILITIES_RATIO = _env_float("MCP_LOADTEST_PROBABILITIES_RATIO", 0.5)
+LENGTHS, LENGTH_WEIGHTS = _length_mix(os.environ.get("MCP_LOADTEST_LENGTH_MIX", "short:0.4,medium:0.4,long:0.2"))
+REPEAT_POOL_SIZE = int(os.environ.get("MCP_LOADTEST_REPEAT_POOL", "50"))
+API_KEY = os.environ.get("MCP_LOADTEST_API_KEY", "")
+HEADERS = {"Content-Type": "application/json", "Accept": "application/json"} | ({"Authorization": f"Bearer {API_KEY}"} if API_KEY else {})
+
+_unique_counter = itertools.count()
+_rng = random.Random(20261123)  # the repeated pool is the same in every process, so warm-up covers it
+_live = random.Random()  # seeded from the OS: unique texts differ between worker processes
+
+
+def _pick_text(rng: random.Random) -> str:
+    (length,) = rng.choices(LENGTHS, LENGTH_WEIGHTS)
+    return rng.choice(POOLS[length])
+
+
+REPEATED = [f"{_pick_text(_rng)} (variant {i})" for i in range(REPEAT_POOL_SIZE)]
+
+
+def unique_text() -> str:
+    """A text never sent before: a pool query plus a counter and a random tag (unique across processes)."""
+    return f"{_pick_text(_live)} [q{next(_unique_counter)}-{_live.getrandbits(32):08x}]"
+
+
+# ---- validation: the protocol's rules (DESIGN §3); a wrong answer is a failure, not a success ------------
+class InvalidAnswer(Exception):
+    pass
+
+
+def check_classification(result: Any, n_categories: int, with_probabilities: bool) -> None:
+    if not isinstance(result, dict):
+        raise InvalidAnswer(f"classification is not an object: {result!r}")
+    cls, confidence = result.get("class"), result.get("confidence")
+    if not isinstance(cls, int) or isinstance(cls, bool) or not 0 <= cls < n_categories:
+        raise InvalidAnswer(f"class {cls!r} outside 0..{n_categories - 1}")
+    if not isinstance(confidence, (int, float)) or not 0.0 <= confidence <= 1.0:
+        raise InvalidAnswer(f"confidence {confidence!r} outside [0, 1]")
+    if not isinstance(result.get("model"), str) or not result["model"]:
+        raise InvalidAnswer("model is missing")
+    if not isinstance(result.get("use_reasoning"), bool):
+        raise InvalidAnswer("use_reasoning is not a boolean")
+    if with_probabilities:
+        probabilities = result.get("probabilities")
+        if not isinstance(probabilities, list) or len(probabilities) != n_categories:
+            raise InvalidAnswer(f"expected {n_categories} probabilities, got {probabilities!r}")
+        if any(not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0 for p in probabilities):
+            raise InvalidAnswer("a probability is outside [0, 1]")
+        if abs(sum(probabilities) - 1.0) > 0.01:
+            raise InvalidAnswer(f"probabilities sum to {sum(probabilities):.4f}, not 1")
+        if confidence < max(probabilities) * 0.9:
+            raise InvalidAnswer(f"confidence {confidence} is below 0.9 x the top probability {max(probabilities)}")
+        entropy = result.get("entropy")
+        if not isinstance(entropy, (int, float)) or entropy < 0 or entropy > math.log(n_categories) + 1e-6:
+            raise InvalidAnswer(f"entropy {entropy!r} outside [0, ln {n_categories}]")
+
+
+def tool_payload(call_result: Any) -> dict[str, Any]:
+    """The JSON a tools/call result carries: structuredContent, else the text content."""
+    if not isinstance(call_result, dict) or call_result.get("isError") is not False:
+        raise InvalidAnswer(f"tool call failed: {str(call_result)[:200]}")
+    if isinstance(call_result.get("structuredContent"), dict):
+        return call_result["structuredContent"]
+    return json.loads(call_result["content"][0]["text"])
+
+
+# ---- the users ---------------------------------------------------------------------------------------------
+class _ClassifierUser(FastHttpUser):
+    abstract = True
+    style = ""
+    n_categories = 0
+
+    def on_start(self) -> None:
+        with self.client.post(**self.request("list_categories", {}), name=f"{self.style} list_categories", catch_response=True) as response:
+            try:
+                self.n_categories = len(tool_payload(self.result(response))["categories"])
+                response.success()
+            except (InvalidAnswer, ValueError, KeyError, TypeError) as exc:
+                response.failure(f"list_categories: {exc}")
+
+    def request(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def result(self, response: Any) -> Any:
+        raise NotImplementedError
+
+    def classify_text(self) -> None:
+        repeat = random.random() < HIT_RATIO
+        text = random.choice(REPEATED) if repeat else unique_text()
+        with_probabilities = random.random() < PROBABILITIES_RATIO
+        name = f"{self.style} classify_text ({'repeat' if repeat else 'unique'})"
+        arguments = {"text": text, "with_probabilities": with_probabilities}
+        with self.client.post(**self.request("classify_text", arguments), name=name, catch_response=True) as response:
+            try:
+                check_classification(tool_payload(self.result(response)), self.n_categories, with_probabilities)
+                response.success()
+            except (InvalidAnswer, ValueError, KeyError, TypeError) as exc:
+                response.failure(str(exc))
+
+    def list_categories(self) -> None:
+        with self.client.post(**self.request("list_categories", {}), name=f"{self.style} list_categories", catch_response=True) as response:
+            try:
+                if len(tool_payload(self.result(response))["categories"]) != self.n_categories:
+                    raise InvalidAnswer("the category count changed")
+                response.success()
+            except (InvalidAnswer, ValueError, KeyError, TypeError) as exc:
+                response.failure(str(exc))
+
+
+class JsonRpcUser(_ClassifierUser):
+    """MCP Streamable HTTP, stateless: JSON-RPC on POST /mcp."""
+
+    style = "jsonrpc"
+    _ids = itertools.count(1)
+
+    @tag("jsonrpc", "classify")
+    @task(20)
+    def jsonrpc_classify_text(self) -> None:
+        self.classify_text()
+
+    @tag("jsonrpc", "list")
+    @task(1)
+    def jsonrpc_list_categories(self) -> None:
+        self.list_categories()
+
+    def request(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        self._last_id = next(self._ids)
+        body = {"jsonrpc": "2.0", "id": self._last_id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
+        return {"url": "/mcp", "data": json.dumps(body), "headers": HEADERS}
+
+    def result(self, response: Any) -> Any:
+        if response.status_code != 200:
+            raise InvalidAnswer(f"HTTP {response.status_code}: {response.text[:200]}")
+        body = response.json()
+        if body.get("jsonrpc") != "2.0" or body.get("id") != self._last_id or "result" not in body:
+            raise InvalidAnswer(f"bad JSON-RPC answer: {str(body)[:200]}")
+        return body["result"]
+
+
+class RestUser(_ClassifierUser):
+    """REST style: POST /mcp/tools/call with the params object as the body (the vLLM Semantic Router's client)."""
+
+    style = "rest"
+
+    @tag("rest", "classify")
+    @task(20)
+    def rest_classify_text(self) -> None:
+        self.classify_text()
+
+    @tag("rest", "list")
+    @task(1)
+    def rest_list_categories(self) -> None:
+        self.list_categories()
+
+    def request(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return {"url": "/mcp/tools/call", "data": json.dumps({"name": tool, "arguments": arguments}), "headers": HEADERS}
+
+    def result(self, response: Any) -> Any:
+        if response.status_code != 200:
+            raise InvalidAnswer(f"HTTP {response.status_code}: {response.text[:200]}")
+        return response.json()
+
+
+# ---- warm-up: every repeated text once, before the clock starts, so "(repeat)" means a cache hit --------
+@events.test_start.add_listener
+def warm_up_repeated_texts(environment: Any, **_: Any) -> None:
+    if HIT_RATIO <= 0 or environment.host is None or type(environment.runner).__name__ == "WorkerRunner":
+        return
+    url = environment.host.rstrip("/") + "/mcp/tools/call"
+    for text in REPEATED:
+        for with_probabilities in (False, True):
+            body = json.dumps({"name": "classify_text", "arguments": {"text": text, "with_probabilities": with_probabilities}})
+            request = urllib.request.Request(url, data=body.encode(), headers=HEADERS, method="POST")
+            try:
+                urllib.request.urlopen(request, timeout=30).read()
+            except OSError:
+                break  # the run itself will show what is wrong
+
+
+# ---- optional stages: ramp, plateau, spike, plateau -----------------------------------------------------
+if os.environ.get("MCP_LOADTEST_SHAPE") == "stages":
+
+    class RampPlateauSpike(LoadTestShape):
+        """A quarter ramping to the plateau, a plateau, a spike to twice the users, back to the plateau."""
+
+        users = int(os.environ.get("MCP_LOADTEST_USERS", "16"))
+        duration_s = float(os.environ.get("MCP_LOADTEST_DURATION_S", "60"))
+
+        def tick(self) -> tuple[int, float] | None:
+            t = self.get_run_time()
+            if t >= self.duration_s:
+                return None
+            share = t / self.duration_s
+            if share < 0.25:  # ramp
+                return max(1, math.ceil(self.users * share / 0.25)), float(self.users)
+            if 0.6 <= share < 0.75:  # spike
+                return self.users * 2, float(self.users * 2)
+            return self.users, float(self.users)
+
+
+# ---- Locust's own final figures, for the runner's report (written where the stats live: never on a worker) --
+@events.test_stop.add_listener
+def write_summary(environment: Any, **_: Any) -> None:
+    path = os.environ.get("MCP_LOADTEST_SUMMARY_FILE")
+    if not path or type(environment.runner).__name__ == "WorkerRunner":
+        return
+
+    def figures(entry: Any) -> dict[str, Any]:
+        out = entry.to_dict()
+        out.update({f"p{round(q * 100)}": entry.get_response_time_percentile(q) for q in (0.5, 0.95, 0.99)})
+        return out
+
+    stats = environment.stats
+    summary = {"entries": [figures(e) for e in stats.entries.values()], "total": figures(stats.total)}
+    with open(path, "w", encoding="utf-8") as file:
+        json.dump(summary, file, indent=2)
