@@ -189,12 +189,54 @@ def _run_eval(settings: Settings, args: argparse.Namespace) -> int:
     for url in args.url or []:
         systems.append((url, functools.partial(predict_remote, url, texts)))
     print(f"evaluating {len(systems)} system(s) on {len(queries)} labelled queries from {args.data}", file=sys.stderr)
-    evaluations = [
-        evaluate(name, [q.category for q in queries], run(), [q.expected_use_reasoning for q in queries], texts) for name, run in systems
-    ]
+    threshold = args.threshold
+    if threshold is None:
+        from .core.categories import load_categories
+
+        threshold = load_categories(settings.categories_file).policy.low_confidence.threshold
+    truth, reasoning, tags = [q.category for q in queries], [q.expected_use_reasoning for q in queries], [q.tag for q in queries]
+    evaluations = [evaluate(name, truth, run(), reasoning, texts, tags, threshold) for name, run in systems]
     report = write_report(evaluations, args.out, args.data.name)
     print(summary_table(evaluations))
     print(f"\nreport: {report} (JSON: {report.with_suffix('.json')})", file=sys.stderr)
+    return 0
+
+
+def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
+    from .core.categories import load_categories
+    from .evaluation.dataset import DatasetError, load_dataset
+    from .evaluation.doctor import centroid_similarity, diagnose, render, write_report
+    from .wiring import build_classifier
+
+    config = load_categories(settings.categories_file)
+    queries = None
+    if args.queries is not None:
+        try:
+            queries = load_dataset(args.queries)
+        except DatasetError as exc:
+            raise CliError(f"doctor: {exc}") from exc
+        unknown = sorted({q.category for q in queries} - set(config.names))
+        if unknown:
+            raise CliError(f"doctor: {args.queries} has categories the file does not define: {unknown}")
+    source = str(settings.categories_file or "the packaged default categories")
+    print(f"doctor: {source}: {len(config.categories)} categories, scoring method {settings.scoring_method}", file=sys.stderr)
+    encoder = build_classifier(settings).encoder
+    example_vectors = encoder.encode_documents([e for c in config.categories for e in c.examples])
+    description_vectors = encoder.encode_documents([c.description or c.name for c in config.categories])
+    query_vectors = encoder.encode_queries([q.text for q in queries]) if queries else None
+    diagnosis = diagnose(
+        config,
+        example_vectors,
+        description_vectors,
+        settings.scoring_method,
+        query_vectors,
+        [q.category for q in queries] if queries else None,
+        [q.text for q in queries] if queries else None,
+    )
+    print(render(diagnosis))
+    if args.out is not None:
+        report = write_report(diagnosis, args.out, config, centroid_similarity(config, example_vectors, description_vectors), source)
+        print(f"\nreport: {report}", file=sys.stderr)
     return 0
 
 
@@ -266,7 +308,18 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--url", action="append", help="a running MCP classifier to evaluate (REST style); repeatable")
     evaluate.add_argument("--local", action="store_true", help="also evaluate the local model when --url is given")
     evaluate.add_argument("--out", type=Path, default=Path("eval-report"), help="report folder [default: eval-report]")
+    evaluate.add_argument(
+        "--threshold",
+        type=float,
+        help="the router's confidence threshold for the answered-share columns [default: the policy's low_confidence.threshold]",
+    )
     add_settings_flags(evaluate)
+    doctor = sub.add_parser(
+        "doctor", help="check a categories file before deploying: confusable categories, stray examples, expected accuracy and ECE"
+    )
+    doctor.add_argument("--queries", type=Path, help="labelled queries (JSONL/CSV: text, category) to check as well")
+    doctor.add_argument("--out", type=Path, help="also write doctor.md, doctor.json and a similarity heatmap here")
+    add_settings_flags(doctor)
     add_loadtest_parser(sub)
     serve_cfg = sub.add_parser("serve-config", help="print the Ray Serve config YAML (the RayService's serveConfigV2)")
     add_settings_flags(serve_cfg)
@@ -293,6 +346,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_serve_config(settings)
         if args.command == "eval":
             return cmd_eval(settings, args)
+        if args.command == "doctor":
+            return cmd_doctor(settings, args)
         if args.command == "loadtest":
             return cmd_loadtest(args)
         return cmd_classify(settings, args.texts, args.with_probabilities)

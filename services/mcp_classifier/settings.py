@@ -48,6 +48,13 @@ class Settings(BaseSettings):
         "0 measures it at start.",
     )
 
+    scoring_method: Literal["auto", "neighbours", "prototype", "linear", "ensemble"] = Field(
+        "auto",
+        description="How examples become scores: neighbours (top-k similar examples + description), prototype (+ category "
+        "centroids), linear (a logistic-regression head fitted on the examples at load), ensemble (linear + prototype); "
+        "auto keeps whichever of the first three has the lowest out-of-fold log loss on the examples.",
+    )
+
     # --- batching --------------------------------------------------------------------------
     batch_size: int = Field(32, ge=1, le=4096, description="Most texts in one model forward.")
     batch_window_ms: float = Field(

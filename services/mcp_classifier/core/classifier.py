@@ -13,6 +13,7 @@ from .encoder import TextEncoder
 from .index import CategoryIndex
 from .results import ClassificationResult, ClassifierInfo
 from .routing import RoutingPolicy
+from .scorers import ScoringMethod
 from .scoring import entropy_nats
 
 log = logging.getLogger(__name__)
@@ -21,21 +22,24 @@ log = logging.getLogger(__name__)
 class Classifier:
     """Synchronous and CPU/GPU-bound: callers run it off the event loop (worker thread or replica)."""
 
-    def __init__(self, encoder: TextEncoder, config: CategoryConfig) -> None:
+    def __init__(self, encoder: TextEncoder, config: CategoryConfig, scoring_method: ScoringMethod = "auto") -> None:
         self.encoder = encoder
+        self.scoring_method: ScoringMethod = scoring_method
         self.reload_error: str | None = None
         self._install(config)
 
     def _install(self, config: CategoryConfig) -> None:
-        index = CategoryIndex.build(config, encoder=self.encoder)
+        index = CategoryIndex.build(config, encoder=self.encoder, method=self.scoring_method)
         # The versions hash the whole file: worked out once here, not on every info read (each Classify RPC).
         versions = (config.category_set_version, config.policy_version)
         # One assignment swaps everything together, so a concurrent batch sees old or new, never a mix.
         self._state = (config, index, RoutingPolicy(config), versions)
         log.info(
-            "category index built: %d categories, %d vectors, temperature %.4f, leave-one-out accuracy %.3f",
+            "category index built: %d categories, %d vectors, scoring %s (asked: %s), temperature %.4f, held-out accuracy %.3f",
             len(config.categories),
             index.size,
+            index.scorer.method,
+            self.scoring_method,
             index.calibration.temperature,
             index.calibration.loo_accuracy,
         )

@@ -1,4 +1,4 @@
-"""The category index: example and description vectors, built once per categories file."""
+"""The category index: example and description vectors and the fitted scorer, built once per categories file."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import numpy as np
 
 from .categories import CategoryConfig
 from .encoder import TextEncoder
-from .scoring import Calibration, calibrate_leave_one_out, category_scores, softmax
+from .scorers import FittedScorer, ScoringMethod, fit_scorer
+from .scoring import Calibration
 
 
 @dataclass(frozen=True)
@@ -17,10 +18,10 @@ class CategoryIndex:
     example_vectors: np.ndarray  # (N, d)
     example_labels: np.ndarray  # (N,)
     description_vectors: np.ndarray  # (C, d)
-    calibration: Calibration
+    scorer: FittedScorer
 
     @classmethod
-    def build(cls, config: CategoryConfig, encoder: TextEncoder) -> CategoryIndex:
+    def build(cls, config: CategoryConfig, encoder: TextEncoder, method: ScoringMethod = "auto") -> CategoryIndex:
         texts: list[str] = []
         labels: list[int] = []
         for idx, category in enumerate(config.categories):
@@ -30,8 +31,13 @@ class CategoryIndex:
         vectors = encoder.encode_documents(texts + descriptions)
         example_vectors, description_vectors = vectors[: len(texts)], vectors[len(texts) :]
         label_array = np.asarray(labels, dtype=np.int64)
-        calibration = calibrate_leave_one_out(example_vectors, label_array, description_vectors, len(descriptions))
-        return cls(config, example_vectors, label_array, description_vectors, calibration)
+        scorer = fit_scorer(method, example_vectors, label_array, description_vectors, len(descriptions))
+        return cls(config, example_vectors, label_array, description_vectors, scorer)
+
+    @property
+    def calibration(self) -> Calibration:
+        """The softmax temperature, and the accuracy on examples each scored without itself (leave-one-out or k-fold)."""
+        return Calibration(temperature=self.scorer.temperature, loo_accuracy=self.scorer.held_out_accuracy)
 
     @property
     def size(self) -> int:
@@ -39,10 +45,4 @@ class CategoryIndex:
 
     def probabilities(self, query_vectors: np.ndarray) -> np.ndarray:
         """(B, d) normalised query vectors -> (B, C) calibrated probabilities."""
-        scores = category_scores(
-            query_vectors @ self.example_vectors.T,
-            self.example_labels,
-            len(self.config.categories),
-            query_vectors @ self.description_vectors.T,
-        )
-        return softmax(scores, self.calibration.temperature)
+        return self.scorer.probabilities(query_vectors)

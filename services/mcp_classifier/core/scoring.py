@@ -1,4 +1,4 @@
-"""Similarity -> calibrated probabilities: per-category scores, softmax temperature fitted leave-one-out."""
+"""Building blocks of the scorers: per-category neighbour scores, softmax, entropy, the temperature fit."""
 
 from __future__ import annotations
 
@@ -51,13 +51,13 @@ def _nll(scores: np.ndarray, labels: np.ndarray, temperature: float) -> float:
     return float(-np.log(np.clip(probs[np.arange(len(labels)), labels], 1e-12, 1.0)).mean())
 
 
-def fit_temperature(scores: np.ndarray, labels: np.ndarray) -> float:
+def fit_temperature(scores: np.ndarray, labels: np.ndarray, bounds: tuple[float, float] = TEMPERATURE_BOUNDS) -> float:
     """Temperature minimising held-out NLL; golden-section search on log T.
 
     Written by hand because the problem is one bounded scalar on a smooth, unimodal curve:
     pulling in scipy for minimize_scalar would add a heavy dependency for ten lines.
     """
-    lo, hi = (math.log(b) for b in TEMPERATURE_BOUNDS)
+    lo, hi = (math.log(b) for b in bounds)
     ratio = (math.sqrt(5) - 1) / 2
     a, b = lo + (1 - ratio) * (hi - lo), lo + ratio * (hi - lo)
     fa, fb = _nll(scores, labels, math.exp(a)), _nll(scores, labels, math.exp(b))
@@ -77,16 +77,3 @@ def fit_temperature(scores: np.ndarray, labels: np.ndarray) -> float:
 class Calibration:
     temperature: float
     loo_accuracy: float
-
-
-def calibrate_leave_one_out(
-    example_vectors: np.ndarray, labels: np.ndarray, description_vectors: np.ndarray, n_categories: int
-) -> Calibration:
-    """Score each example against all others (itself excluded) and fit the softmax temperature on that."""
-    sims = example_vectors @ example_vectors.T
-    np.fill_diagonal(sims, -np.inf)
-    desc_sims = example_vectors @ description_vectors.T
-    scores = category_scores(sims, labels, n_categories, desc_sims)
-    temperature = fit_temperature(scores, labels)
-    accuracy = float((scores.argmax(axis=1) == labels).mean())
-    return Calibration(temperature=temperature, loo_accuracy=accuracy)

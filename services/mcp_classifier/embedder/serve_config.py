@@ -22,6 +22,7 @@ REPLICA_SETTINGS = (
     "forward_overhead_tokens",
     "batch_size",
     "categories_file",
+    "scoring_method",
 )
 
 

@@ -1,4 +1,8 @@
-"""Labelled queries from JSONL or CSV: text, category, and optionally expected_use_reasoning."""
+"""Labelled queries from JSONL or CSV: text, category, and optionally expected_use_reasoning and a tag.
+
+The tag (a `style` or `tag` column: chat, terse, noisy, multi-topic, ...) lets eval report accuracy per
+kind of traffic, where one overall figure hides the weak spot.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ class LabelledQuery:
     text: str
     category: str
     expected_use_reasoning: bool | None = None
+    tag: str | None = None
 
 
 _TRUE = {"true", "1", "yes", "y"}
@@ -63,7 +68,8 @@ def load_dataset(path: Path) -> list[LabelledQuery]:
             continue
         if not category:
             raise DatasetError(f"{where}: row has text but no category")
-        queries.append(LabelledQuery(text, category, _flag(row.get("expected_use_reasoning"), where)))
+        tag = str(row.get("tag") or row.get("style") or "").strip() or None
+        queries.append(LabelledQuery(text, category, _flag(row.get("expected_use_reasoning"), where), tag))
     if not queries:
         raise DatasetError(f"{path}: no labelled rows found")
     return queries

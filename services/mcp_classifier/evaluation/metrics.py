@@ -33,6 +33,12 @@ class Evaluation:
     confidence_histogram: list[int]
     reasoning_accuracy: float | None
     errors: list[dict[str, Any]] = field(default_factory=list)
+    # Accuracy per tag (style) when the data set has one: {tag: {"n": ..., "accuracy": ...}}
+    per_tag: dict[str, dict[str, float]] = field(default_factory=dict)
+    # At the router's confidence threshold: the share answered (confidence >= threshold) and their accuracy
+    threshold: float | None = None
+    answered_share: float | None = None
+    answered_accuracy: float | None = None
     # Every query's answer, in data order: lets a reader (or a test) recompute any figure from the
     # very predictions the report was made from, and compare systems item by item.
     predictions: list[dict[str, Any]] = field(default_factory=list)
@@ -56,7 +62,13 @@ def expected_calibration_error(confidences: np.ndarray, correct: np.ndarray, bin
 
 
 def evaluate(
-    system: str, truth: list[str], predictions: list[Prediction], expected_reasoning: list[bool | None], texts: list[str]
+    system: str,
+    truth: list[str],
+    predictions: list[Prediction],
+    expected_reasoning: list[bool | None],
+    texts: list[str],
+    tags: list[str | None] | None = None,
+    threshold: float | None = None,
 ) -> Evaluation:
     labels = sorted(set(truth) | {p.category for p in predictions}, key=lambda x: (x not in truth, x))
     index = {label: i for i, label in enumerate(labels)}
@@ -84,6 +96,11 @@ def evaluate(
         for text, t, p in zip(texts, truth, predictions)
         if t != p.category
     ]
+    per_tag: dict[str, dict[str, float]] = {}
+    for tag in sorted({t for t in tags or [] if t}):
+        members = np.array([t == tag for t in tags or []])
+        per_tag[tag] = {"n": int(members.sum()), "accuracy": float(correct[members].mean())}
+    answered = confidences >= threshold if threshold is not None else None
     return Evaluation(
         system=system,
         labels=labels,
@@ -99,6 +116,10 @@ def evaluate(
         confidence_histogram=histogram,
         reasoning_accuracy=reasoning,
         errors=errors,
+        per_tag=per_tag,
+        threshold=threshold,
+        answered_share=None if answered is None else float(answered.mean()),
+        answered_accuracy=None if answered is None or not answered.any() else float(correct[answered].mean()),
         predictions=[
             {"text": text, "expected": t, "predicted": p.category, "confidence": p.confidence, "use_reasoning": p.use_reasoning}
             for text, t, p in zip(texts, truth, predictions)

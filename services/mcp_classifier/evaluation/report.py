@@ -11,11 +11,30 @@ from .metrics import Evaluation
 MAX_ERRORS_LISTED = 25
 
 
+def _percent(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1%}"
+
+
 def summary_table(evaluations: list[Evaluation]) -> str:
-    lines = ["| system | n | accuracy | macro-F1 | ECE | use_reasoning right |", "|---|---:|---:|---:|---:|---:|"]
+    threshold = next((e.threshold for e in evaluations if e.threshold is not None), None)
+    at = f" (confidence ≥ {threshold:g})" if threshold is not None else ""
+    lines = [
+        f"| system | n | accuracy | macro-F1 | ECE | use_reasoning right | answered{at} | accuracy when answered |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for e in evaluations:
-        reasoning = "—" if e.reasoning_accuracy is None else f"{e.reasoning_accuracy:.1%}"
-        lines.append(f"| {e.system} | {e.n} | {e.accuracy:.1%} | {e.macro_f1:.3f} | {e.ece:.3f} | {reasoning} |")
+        lines.append(
+            f"| {e.system} | {e.n} | {e.accuracy:.1%} | {e.macro_f1:.3f} | {e.ece:.3f} | {_percent(e.reasoning_accuracy)} "
+            f"| {_percent(e.answered_share)} | {_percent(e.answered_accuracy)} |"
+        )
+    tags = sorted({t for e in evaluations for t in e.per_tag})
+    if tags:
+        lines += ["", "| system | " + " | ".join(f"{t} (n={evaluations[0].per_tag.get(t, {}).get('n', 0):g})" for t in tags) + " |"]
+        lines.append("|---|" + "---:|" * len(tags))
+        for e in evaluations:
+            lines.append(
+                f"| {e.system} | " + " | ".join(_percent(e.per_tag[t]["accuracy"]) if t in e.per_tag else "—" for t in tags) + " |"
+            )
     return "\n".join(lines)
 
 

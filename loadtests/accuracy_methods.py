@@ -1,0 +1,116 @@
+#!/usr/bin/env python
+"""Scoring methods compared on category sets the project wrote for this (docs/accuracy/sets), in one run.
+
+For every set and every method in mcp_classifier.core.scorers it prints, side by side:
+  * held-out queries: accuracy, accuracy among the "hard" styles (noisy, multi, terse), ECE;
+  * k-fold on the examples (each fold's examples classified by a method fitted on the others):
+    accuracy and ECE — what `mcp-classifier doctor` reports to a user before they deploy;
+  * the time to fit the index (the start-up and reload cost).
+The queries never take part in fitting. The embeddings are computed once per set and shared.
+
+Usage (from the repository root):
+    python -m loadtests.accuracy_methods [--sets docs/accuracy/sets] [--model builtin:minilm] [--folds 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from mcp_classifier.core.categories import load_categories
+from mcp_classifier.core.scorers import SCORING_METHODS, fit_scorer, stratified_folds
+from mcp_classifier.evaluation.metrics import expected_calibration_error
+from mcp_classifier.settings import Settings
+from mcp_classifier.wiring import build_classifier
+
+HARD_STYLES = {"noisy", "multi", "terse"}
+DEFAULT_SET = "router-traffic"  # queries only: scored against the packaged default categories
+
+
+def load_set(folder: Path) -> tuple[Path | None, list[dict[str, str]]]:
+    categories = folder / "categories.yaml"
+    queries = [json.loads(line) for line in (folder / "queries.jsonl").read_text().splitlines() if line.strip()]
+    return (categories if categories.exists() else None), queries
+
+
+def k_fold_predictions(
+    method: str, vectors: np.ndarray, labels: np.ndarray, descriptions: np.ndarray, n: int, folds: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every example predicted by the method fitted on the other folds (stratified, fixed shuffle)."""
+    probabilities = np.zeros((len(labels), n))
+    for test in stratified_folds(labels, folds):
+        train = np.setdiff1d(np.arange(len(labels)), test)
+        fitted = fit_scorer(method, vectors[train], labels[train], descriptions, n)  # type: ignore[arg-type]
+        probabilities[test] = fitted.probabilities(vectors[test])
+    return probabilities.argmax(axis=1), probabilities.max(axis=1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sets", type=Path, default=Path("docs/accuracy/sets"))
+    parser.add_argument("--model", default="builtin:minilm")
+    parser.add_argument("--folds", type=int, default=4)
+    parser.add_argument("--methods", default=",".join(SCORING_METHODS))
+    parser.add_argument("--json", type=Path, help="also write every figure here")
+    args = parser.parse_args(argv)
+    methods = args.methods.split(",")
+    classifier = build_classifier(Settings(model=args.model))
+    encoder = classifier.encoder
+    rows = []
+    for folder in sorted(p for p in args.sets.iterdir() if (p / "queries.jsonl").exists()):
+        categories_file, queries = load_set(folder)
+        config = load_categories(categories_file)
+        names = config.names
+        examples = [(e, i) for i, c in enumerate(config.categories) for e in c.examples]
+        vectors = encoder.encode_documents([e for e, _ in examples])
+        labels = np.array([i for _, i in examples])
+        descriptions = encoder.encode_documents([c.description or c.name for c in config.categories])
+        query_vectors = encoder.encode_queries([q["text"] for q in queries])
+        truth = np.array([names.index(q["category"]) for q in queries])
+        styles = [q.get("style", "") for q in queries]
+        hard = np.array([s in HARD_STYLES for s in styles])
+        print(f"{folder.name}: {len(names)} categories, {len(examples)} examples, {len(queries)} queries", file=sys.stderr)
+        for method in methods:
+            started = time.perf_counter()
+            fitted = fit_scorer(method, vectors, labels, descriptions, len(names))  # type: ignore[arg-type]
+            fit_ms = (time.perf_counter() - started) * 1000
+            probabilities = fitted.probabilities(query_vectors)
+            predicted, confidence = probabilities.argmax(axis=1), probabilities.max(axis=1)
+            correct = predicted == truth
+            ece, _ = expected_calibration_error(confidence, correct)
+            fold_pred, fold_conf = k_fold_predictions(method, vectors, labels, descriptions, len(names), args.folds)
+            fold_ece, _ = expected_calibration_error(fold_conf, fold_pred == labels)
+            per_style: dict[str, list[bool]] = defaultdict(list)
+            for style, ok in zip(styles, correct):
+                per_style[style].append(bool(ok))
+            rows.append({
+                "set": folder.name, "method": method, "queries": len(queries), "accuracy": float(correct.mean()),
+                "hard_accuracy": float(correct[hard].mean()) if hard.any() else None, "ece": ece,
+                "kfold_accuracy": float((fold_pred == labels).mean()), "kfold_ece": fold_ece, "fit_ms": fit_ms,
+                "per_style": {s: float(np.mean(v)) for s, v in sorted(per_style.items())},
+            })  # fmt: skip
+            print(f"  {method}: {rows[-1]['accuracy']:.3f} (k-fold {rows[-1]['kfold_accuracy']:.3f})", file=sys.stderr)
+    print("| set | method | held-out accuracy | hard styles | ECE | k-fold accuracy | k-fold ECE | fit ms |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        hard_text = "—" if r["hard_accuracy"] is None else f"{r['hard_accuracy']:.3f}"
+        print(
+            f"| {r['set']} | {r['method']} | {r['accuracy']:.3f} | {hard_text} | {r['ece']:.3f} | {r['kfold_accuracy']:.3f} "
+            f"| {r['kfold_ece']:.3f} | {r['fit_ms']:.0f} |"
+        )
+    print("\nper style (held-out accuracy):")
+    for r in rows:
+        print(f"  {r['set']:16s} {r['method']:10s} " + "  ".join(f"{s or '-'} {v:.2f}" for s, v in r["per_style"].items()))
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,238 @@
+"""`mcp-classifier doctor`: what a categories file will do, told before it is deployed.
+
+Everything comes from the user's own examples, each classified by the configured scoring method
+fitted on the other folds (stratified k-fold), so the figures are what unseen queries like the
+examples would get:
+- confusable pairs: cosine similarity of the category centroids, and how often one category's
+  examples were classified as the other;
+- examples that vote for another category (out of fold, with the confidence);
+- where more examples would help most: the categories with the lowest out-of-fold recall, and
+  the neighbour that takes their examples;
+- expected accuracy and ECE.
+With labelled queries it also classifies them with the scorer fitted on every example.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..core.categories import CategoryConfig
+from ..core.scorers import ScoringMethod, fit_scorer, stratified_folds
+from .metrics import expected_calibration_error
+
+MIN_FOLDS, MAX_FOLDS = 2, 5
+CONFUSABLE_SIMILARITY = 0.75  # centroid cosine above which two categories are flagged even without confusions
+PAIRS_LISTED = 8
+MISVOTES_LISTED = 25
+
+
+@dataclass
+class Pair:
+    first: str
+    second: str
+    centroid_similarity: float
+    confusions: int  # examples of either classified as the other, out of fold
+
+
+@dataclass
+class Misvote:
+    example: str
+    category: str
+    predicted: str
+    confidence: float
+
+
+@dataclass
+class CategoryHealth:
+    name: str
+    examples: int
+    recall: float  # out-of-fold share of its examples classified as itself
+    taken_by: str | None  # the category most of its misclassified examples went to
+
+
+@dataclass
+class Diagnosis:
+    method: str
+    folds: int
+    categories: int
+    examples: int
+    expected_accuracy: float
+    expected_ece: float
+    pairs: list[Pair]
+    misvotes: list[Misvote]
+    health: list[CategoryHealth]  # weakest first
+    chosen_method: str = ""  # what `method` (e.g. auto) picks on all the examples
+    queries: dict[str, Any] = field(default_factory=dict)  # accuracy, ece, n, errors on the user's labelled queries
+
+    @property
+    def flagged_pairs(self) -> list[Pair]:
+        return [p for p in self.pairs if p.confusions or p.centroid_similarity >= CONFUSABLE_SIMILARITY]
+
+
+def diagnose(
+    config: CategoryConfig,
+    example_vectors: np.ndarray,
+    description_vectors: np.ndarray,
+    method: ScoringMethod,
+    query_vectors: np.ndarray | None = None,
+    query_labels: list[str] | None = None,
+    query_texts: list[str] | None = None,
+) -> Diagnosis:
+    """Vectors are unit-length embeddings of every example (in file order) and of each description."""
+    names = config.names
+    examples = [(text, i) for i, category in enumerate(config.categories) for text in category.examples]
+    labels = np.array([i for _, i in examples], dtype=np.int64)
+    n = len(names)
+    counts = np.bincount(labels, minlength=n)
+    folds = int(np.clip(counts[counts > 0].min() if (counts > 0).any() else MIN_FOLDS, MIN_FOLDS, MAX_FOLDS))
+    probabilities = np.zeros((len(labels), n))
+    for test in stratified_folds(labels, folds):
+        if len(test):
+            train = np.setdiff1d(np.arange(len(labels)), test)
+            fitted = fit_scorer(method, example_vectors[train], labels[train], description_vectors, n)
+            probabilities[test] = fitted.probabilities(example_vectors[test])
+    predicted, confidence = probabilities.argmax(axis=1), probabilities.max(axis=1)
+    correct = predicted == labels
+    ece, _ = expected_calibration_error(confidence, correct)
+
+    similarity = centroid_similarity(config, example_vectors, description_vectors)
+    confusion = np.zeros((n, n), dtype=np.int64)
+    for t, p in zip(labels, predicted):
+        confusion[t, p] += 1
+    pairs = [
+        Pair(names[a], names[b], float(similarity[a, b]), int(confusion[a, b] + confusion[b, a])) for a in range(n) for b in range(a + 1, n)
+    ]
+    pairs.sort(key=lambda p: (p.confusions, p.centroid_similarity), reverse=True)
+    misvotes = [
+        Misvote(text, names[labels[i]], names[predicted[i]], float(confidence[i])) for i, (text, _) in enumerate(examples) if not correct[i]
+    ]
+    misvotes.sort(key=lambda m: m.confidence, reverse=True)
+    health = []
+    for c in range(n):
+        row = confusion[c].copy()
+        row[c] = 0
+        health.append(
+            CategoryHealth(
+                names[c],
+                int(counts[c]),
+                float(confusion[c, c] / counts[c]) if counts[c] else 0.0,
+                names[int(row.argmax())] if row.any() else None,
+            )
+        )
+    health.sort(key=lambda h: (h.recall, h.examples))
+    fitted = fit_scorer(method, example_vectors, labels, description_vectors, n)
+    diagnosis = Diagnosis(method, folds, n, len(labels), float(correct.mean()), ece, pairs[:PAIRS_LISTED], misvotes, health, fitted.method)
+    if query_vectors is not None and query_labels is not None:
+        query_probabilities = fitted.probabilities(query_vectors)
+        truth = np.array([names.index(label) for label in query_labels])
+        query_correct = query_probabilities.argmax(axis=1) == truth
+        query_ece, _ = expected_calibration_error(query_probabilities.max(axis=1), query_correct)
+        diagnosis.queries = {
+            "n": len(truth),
+            "accuracy": float(query_correct.mean()),
+            "ece": query_ece,
+            "errors": [
+                {"text": text, "expected": query_labels[i], "predicted": names[int(query_probabilities[i].argmax())]}
+                for i, text in enumerate(query_texts or [])
+                if not query_correct[i]
+            ][:MISVOTES_LISTED],
+        }
+    return diagnosis
+
+
+# ---- presentation ------------------------------------------------------------------------------
+def render(d: Diagnosis) -> str:
+    """The terminal (and Markdown) report."""
+    lines = [
+        f"Expected accuracy {d.expected_accuracy:.1%} and ECE {d.expected_ece:.3f} on queries like your examples "
+        f"({d.folds}-fold cross-validation over {d.examples} examples in {d.categories} categories, scoring method {d.method}"
+        + (f", which picks {d.chosen_method} on all of them" if d.chosen_method and d.chosen_method != d.method else "")
+        + ").",
+    ]
+    if d.queries:
+        lines.append(f"On your {d.queries['n']} labelled queries: accuracy {d.queries['accuracy']:.1%}, ECE {d.queries['ece']:.3f}.")
+    lines += [
+        "",
+        "## Confusable categories",
+        "",
+        "| categories | centroid similarity | examples confused | verdict |",
+        "|---|---:|---:|---|",
+    ]
+    for p in d.pairs:
+        verdict = "confusable" if p in d.flagged_pairs else ""
+        lines.append(f"| {p.first} / {p.second} | {p.centroid_similarity:.2f} | {p.confusions} | {verdict} |")
+    lines += [
+        "",
+        "## Where more examples would help most",
+        "",
+        "| category | examples | out-of-fold recall | its misses go to |",
+        "|---|---:|---:|---|",
+    ]
+    for h in d.health:
+        lines.append(f"| {h.name} | {h.examples} | {h.recall:.0%} | {h.taken_by or '—'} |")
+    weak = [h for h in d.health if h.recall < 1.0]
+    if weak:
+        first = weak[0]
+        advice = f"Start with **{first.name}**: add examples that say how it differs"
+        lines += ["", advice + (f" from **{first.taken_by}**." if first.taken_by else ".")]
+    lines += ["", f"## Examples that vote for another category ({len(d.misvotes)})", ""]
+    if d.misvotes:
+        lines += ["| example | its category | classified as | confidence |", "|---|---|---|---:|"]
+        lines += [
+            f"| {m.example.replace('|', '/')} | {m.category} | {m.predicted} | {m.confidence:.2f} |" for m in d.misvotes[:MISVOTES_LISTED]
+        ]
+    else:
+        lines.append("None: every example is classified as its own category by a scorer that had not seen it.")
+    if d.queries.get("errors"):
+        lines += ["", "## Your queries that were misclassified", "", "| query | expected | predicted |", "|---|---|---|"]
+        lines += [f"| {e['text'].replace('|', '/')} | {e['expected']} | {e['predicted']} |" for e in d.queries["errors"]]
+    return "\n".join(lines)
+
+
+def write_report(d: Diagnosis, out_dir: Path, config: CategoryConfig, centroid_similarity: np.ndarray | None, source: str) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    parts = [f"# Categories doctor: {source}", "", render(d), ""]
+    if centroid_similarity is not None and _heatmap(centroid_similarity, config.names, out_dir / "similarity.png"):
+        parts += ["![centroid similarity](similarity.png)", ""]
+    path = out_dir / "doctor.md"
+    path.write_text("\n".join(parts), encoding="utf-8")
+    (out_dir / "doctor.json").write_text(json.dumps(asdict(d), indent=2), encoding="utf-8")
+    return path
+
+
+def centroid_similarity(config: CategoryConfig, example_vectors: np.ndarray, description_vectors: np.ndarray) -> np.ndarray:
+    centroids = description_vectors.copy()
+    start = 0
+    for c, category in enumerate(config.categories):
+        members = example_vectors[start : start + len(category.examples)]
+        start += len(category.examples)
+        if len(members):
+            mean = members.mean(axis=0)
+            centroids[c] = mean / max(float(np.linalg.norm(mean)), 1e-12)
+    return centroids @ centroids.T
+
+
+def _heatmap(matrix: np.ndarray, names: list[str], path: Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    size = max(5.0, 0.45 * len(names) + 2)
+    fig, ax = plt.subplots(figsize=(size, size * 0.85))
+    image = ax.imshow(matrix, cmap="viridis", vmin=float(matrix.min()), vmax=1.0)
+    ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=8)
+    ax.set_yticks(range(len(names)), names, fontsize=8)
+    ax.set_title("Cosine similarity of the category centroids")
+    fig.colorbar(image, ax=ax)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True

@@ -1,0 +1,102 @@
+"""`doctor` on a small categories file with one pair made confusable on purpose: it must name that pair."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from mcp_classifier.core.categories import CategoryConfig, load_categories
+from mcp_classifier.core.encoder import TextEncoder
+from mcp_classifier.evaluation.doctor import diagnose, render
+
+CATEGORIES = {
+    "categories": [
+        {"name": "astronomy", "description": "Stars, planets, galaxies and space exploration.", "examples": [
+            "how far away is the andromeda galaxy", "why does mars look red", "what is a neutron star",
+            "when is the next solar eclipse", "how do astronomers find exoplanets", "what are saturn's rings made of"]},
+        {"name": "cooking", "description": "Recipes, ingredients and kitchen techniques.", "examples": [
+            "how long do I boil an egg for a soft yolk", "substitute for buttermilk in pancakes", "how to make a roux",
+            "best way to cook rice without a rice cooker", "why did my bread not rise", "how do I caramelise onions"]},
+        # The pair made confusable on purpose: both are about card charges and payments.
+        {"name": "billing", "description": "Charges, invoices and payment cards.", "examples": [
+            "why was my card charged twice", "I was billed the wrong amount this month", "update the card I pay with",
+            "my payment went through but the order failed", "where do I download my invoice", "refund the double charge on my card"]},
+        {"name": "payments", "description": "Paying, payment methods and card charges.", "examples": [
+            "my card payment was declined", "can I pay with paypal", "the charge on my card looks wrong",
+            "change the card used for payments", "I paid but did not get a receipt", "why was my card charged again"]},
+        {"name": "gardening", "description": "Plants, soil, watering and garden care.", "examples": [
+            "when should I prune roses", "why are my tomato leaves turning yellow", "how often to water succulents",
+            "best soil for raised beds", "how to get rid of aphids naturally", "can I grow lavender in pots"]},
+    ]
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def categories_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("doctor") / "categories.yaml"
+    path.write_text(yaml.safe_dump(CATEGORIES, sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="module")
+def vectors(categories_file: Path) -> tuple[CategoryConfig, np.ndarray, np.ndarray]:
+    config = load_categories(categories_file)
+    encoder = TextEncoder("builtin:minilm", device="cpu")
+    examples = encoder.encode_documents([e for c in config.categories for e in c.examples])
+    descriptions = encoder.encode_documents([c.description for c in config.categories])
+    return config, examples, descriptions
+
+
+@pytest.mark.parametrize("method", ["neighbours", "linear"])
+def test_doctor_names_the_confusable_pair_first(vectors: tuple[CategoryConfig, np.ndarray, np.ndarray], method: str) -> None:
+    config, examples, descriptions = vectors
+    diagnosis = diagnose(config, examples, descriptions, method)
+    top = diagnosis.pairs[0]
+    assert {top.first, top.second} == {"billing", "payments"}, diagnosis.pairs[:3]
+    assert top in diagnosis.flagged_pairs
+    assert top.centroid_similarity > max(p.centroid_similarity for p in diagnosis.pairs[1:])
+    # most stray votes, and the most confident ones, are between the pair; its two categories are the weakest
+    between_pair = [m for m in diagnosis.misvotes if {m.category, m.predicted} == {"billing", "payments"}]
+    assert len(between_pair) >= 4 and len(between_pair) > len(diagnosis.misvotes) / 2, diagnosis.misvotes
+    assert all(m in between_pair for m in diagnosis.misvotes[:3]), diagnosis.misvotes  # listed most confident first
+    assert {h.name for h in diagnosis.health[:2]} == {"billing", "payments"}
+    assert diagnosis.health[0].taken_by in ("billing", "payments")
+    assert all(h.recall >= 0.8 for h in diagnosis.health if h.name in ("astronomy", "cooking", "gardening"))
+    assert 0.6 <= diagnosis.expected_accuracy < 1.0 and 0.0 <= diagnosis.expected_ece <= 1.0
+    text = render(diagnosis)
+    assert "billing / payments" in text.replace("payments / billing", "billing / payments") and "confusable" in text
+
+
+def test_doctor_cli_prints_the_table_and_writes_a_report(categories_file: Path, tmp_path: Path) -> None:
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text(
+        "\n".join(json.dumps(q) for q in [
+            {"text": "is pluto still a planet", "category": "astronomy"},
+            {"text": "how do I fix a runny custard", "category": "cooking"},
+            {"text": "my card got charged two times", "category": "billing"},
+        ]) + "\n"
+    )  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "mcp_classifier.cli", "doctor", "--categories-file", str(categories_file), "--queries", str(queries),
+         "--out", str(tmp_path / "report")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "## Confusable categories" in done.stdout and "On your 3 labelled queries" in done.stdout
+    assert (tmp_path / "report" / "doctor.md").read_text().startswith("# Categories doctor")
+    report = json.loads((tmp_path / "report" / "doctor.json").read_text())
+    assert {report["pairs"][0]["first"], report["pairs"][0]["second"]} == {"billing", "payments"}
+    assert (tmp_path / "report" / "similarity.png").stat().st_size > 5000
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"text": "hello", "category": "no_such_category"}) + "\n")
+    refused = subprocess.run(
+        [sys.executable, "-m", "mcp_classifier.cli", "doctor", "--categories-file", str(categories_file), "--queries", str(bad)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert refused.returncode == 1 and "no_such_category" in refused.stderr
