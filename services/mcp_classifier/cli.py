@@ -124,7 +124,8 @@ def cmd_stdio(settings: Settings) -> int:
     from .wiring import build_gateway
 
     # stdio serves one local host process: the in-process model, unless an embedder address is given.
-    dispatcher, backend = build_gateway(settings, force_local=not settings.backend.startswith("grpc://"))
+    gateway = build_gateway(settings, force_local=not settings.backend.startswith("grpc://"))
+    dispatcher, backend = gateway.dispatcher, gateway.backend
 
     async def run() -> None:
         await backend.start()
@@ -240,6 +241,26 @@ def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_eval_tools(settings: Settings, args: argparse.Namespace) -> int:
+    from .evaluation.dataset import DatasetError
+    from .evaluation.tool_retrieval import bm25_rankings, embedding_rankings, load_tool_set, render, score
+    from .wiring import build_classifier
+
+    tools_path = args.tools or args.queries.with_name("tools.json")
+    try:
+        tools, queries = load_tool_set(args.queries, tools_path)
+    except DatasetError as exc:
+        raise CliError(f"eval-tools: {exc}") from exc
+    print(f"eval-tools: {len(queries)} queries over {len(tools)} tools ({tools_path})", file=sys.stderr)
+    classifier = build_classifier(settings)
+    scores = [
+        score(f"embeddings {settings.model}", embedding_rankings(tools, queries, classifier.embed, settings.max_text_length), queries),
+        score("BM25 (rank-bm25)", bm25_rankings(tools, queries, settings.max_text_length), queries),
+    ]
+    print(render(scores, len(tools)))
+    return 0
+
+
 def cmd_loadtest(args: argparse.Namespace) -> int:
     from .loadtest.runner import LoadtestOptions, run_loadtest
 
@@ -320,6 +341,10 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--queries", type=Path, help="labelled queries (JSONL/CSV: text, category) to check as well")
     doctor.add_argument("--out", type=Path, help="also write doctor.md, doctor.json and a similarity heatmap here")
     add_settings_flags(doctor)
+    eval_tools = sub.add_parser("eval-tools", help="tool retrieval: recall@1/5/10 and MRR of the tool filter, beside BM25")
+    eval_tools.add_argument("queries", type=Path, help="JSONL: {query, relevant: [tool names]}")
+    eval_tools.add_argument("--tools", type=Path, help="JSON array of MCP tools [default: tools.json beside the queries]")
+    add_settings_flags(eval_tools)
     add_loadtest_parser(sub)
     serve_cfg = sub.add_parser("serve-config", help="print the Ray Serve config YAML (the RayService's serveConfigV2)")
     add_settings_flags(serve_cfg)
@@ -346,6 +371,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_serve_config(settings)
         if args.command == "eval":
             return cmd_eval(settings, args)
+        if args.command == "eval-tools":
+            return cmd_eval_tools(settings, args)
         if args.command == "doctor":
             return cmd_doctor(settings, args)
         if args.command == "loadtest":

@@ -122,6 +122,12 @@ class Settings(BaseSettings):
     host: str = Field("127.0.0.1", description="HTTP bind address.")
     port: int = Field(8080, ge=0, le=65535, description="HTTP port; 0 picks a free one (printed at start).")
     max_text_length: int = Field(8192, ge=1, description="Longest text (characters) classify_text accepts.")
+    max_batch_texts: int = Field(256, ge=1, le=4096, description="Most texts one classify_batch call accepts.")
+    max_tools: int = Field(2000, ge=1, le=20000, description="Most tools one select_tools call (or /v1/tools/filter request) may rank.")
+    tool_embedding_cache_entries: int = Field(
+        20000, ge=0, description="Tool-description vectors kept in process (LRU); Redis keeps them too when the cache is on."
+    )
+    tool_embedding_ttl_s: int = Field(86400, ge=1, description="Seconds a tool-description vector lives in Redis.")
     max_body_bytes: int = Field(1_048_576, ge=1024, description="Largest HTTP request body accepted (413 beyond).")
     log_level: Literal["debug", "info", "warning", "error", "critical"] = Field("info", description="Log level (logs go to stderr).")
 

@@ -11,9 +11,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 from .backend.base import ClassificationBackend
+from .cache.embeddings import ToolEmbeddings
 from .core.build import build_classifier, fill_local_threading, model_calls_in_flight
 from .protocol.classify_tools import register_classification_tools
 from .protocol.dispatcher import McpDispatcher
+from .protocol.tool_filter import ToolFilter, register_tool_filter
 from .protocol.tools import ToolRegistry
 from .settings import Settings
 from .telemetry import GatewayMetrics
@@ -23,6 +25,7 @@ if TYPE_CHECKING:  # torch, Ray, FastAPI and Redis are imported only by the path
 
     from .backend.grpc_client import GrpcBackend
     from .backend.local import LocalBatchingBackend
+    from .cache.redis_link import RedisLink
     from .cache.runtime import RedisRuntime
 
 __all__ = [
@@ -88,18 +91,26 @@ def build_backend(settings: Settings, *, force_local: bool = False) -> Classific
 
 
 # ---- protocol ------------------------------------------------------------------------------------
-def build_dispatcher(settings: Settings, backend: ClassificationBackend) -> McpDispatcher:
+def build_tool_filter(settings: Settings, backend: ClassificationBackend, link: RedisLink | None = None) -> ToolFilter:
+    """The semantic tool filter on the same backend: tool vectors cached in process, and in Redis when there is one."""
+    embeddings = ToolEmbeddings(backend, link, capacity=settings.tool_embedding_cache_entries, ttl_s=settings.tool_embedding_ttl_s)
+    return ToolFilter(embeddings, max_text_length=settings.max_text_length, max_tools=settings.max_tools)
+
+
+def build_dispatcher(settings: Settings, backend: ClassificationBackend, tool_filter: ToolFilter | None = None) -> McpDispatcher:
     """The MCP methods and tools over ``backend``: one dispatcher for every door (HTTP, stdio)."""
     registry = ToolRegistry()
-    register_classification_tools(registry, backend, settings.max_text_length)
+    register_classification_tools(registry, backend, settings.max_text_length, settings.max_batch_texts)
+    register_tool_filter(registry, tool_filter or build_tool_filter(settings, backend))
     return McpDispatcher(registry)
 
 
 class Gateway(NamedTuple):
-    """What every door serves: the dispatcher and the backend behind it (the caller starts and closes it)."""
+    """What every door serves: the dispatcher, the backend behind it (the caller starts and closes it), the tool filter."""
 
     dispatcher: McpDispatcher
     backend: ClassificationBackend
+    tool_filter: ToolFilter
 
 
 def build_gateway(
@@ -107,12 +118,14 @@ def build_gateway(
     *,
     force_local: bool = False,
     wrap: Callable[[ClassificationBackend], ClassificationBackend] | None = None,
+    link: RedisLink | None = None,
 ) -> Gateway:
-    """Backend (optionally wrapped, e.g. by the Redis cache) and the dispatcher over it."""
+    """Backend (optionally wrapped, e.g. by the Redis cache), the tool filter and the dispatcher over them."""
     backend = build_backend(settings, force_local=force_local)
     if wrap is not None:
         backend = wrap(backend)
-    return Gateway(build_dispatcher(settings, backend), backend)
+    tool_filter = build_tool_filter(settings, backend, link)
+    return Gateway(build_dispatcher(settings, backend, tool_filter), backend, tool_filter)
 
 
 # ---- the HTTP app ----------------------------------------------------------------------------------
@@ -122,8 +135,8 @@ def build_http_app(settings: Settings, redis: RedisRuntime, metrics: GatewayMetr
     from .transports.http import create_app, route_label
 
     edge = build_edge_guard(settings, metrics, link=redis.link, redis_metrics=redis.metrics, route_label=route_label)
-    gateway = build_gateway(settings, wrap=redis.wrap_backend)
-    services: list[object] = [redis, edge.keys]  # the keys watch their file, if any
+    gateway = build_gateway(settings, wrap=redis.wrap_backend, link=redis.link)
+    services: list[object] = [redis, edge.keys, gateway.tool_filter.embeddings]  # the keys watch their file, if any
     if settings.categories_file is not None:
         from .hot_reload import HotReload
 
@@ -136,6 +149,7 @@ def build_http_app(settings: Settings, redis: RedisRuntime, metrics: GatewayMetr
         edge=edge,
         services=services,
         freeze_gc=True,
+        tool_filter=gateway.tool_filter,
     )
     if tracing:
         from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor

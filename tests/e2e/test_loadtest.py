@@ -46,7 +46,7 @@ def test_runner_against_the_local_stack_writes_locust_files_report_and_plots(tmp
     assert requests > 50 and failures == 0
     names = {e["name"] for e in stats}
     for style in ("jsonrpc", "rest"):
-        assert {f"{style} classify_text (repeat)", f"{style} classify_text (unique)"} <= names, names
+        assert {f"{style} classify_text (repeat)", f"{style} classify_text (unique)", f"{style} classify_batch"} <= names, names
     assert json.loads((out / "summary.json").read_text())["total"]["num_requests"] == requests
     assert "![latency_throughput](latency_throughput.png)" in report
     assert re.search(r"\[loadtest\] mcp-classifier +\d+/15 s \| users +\d+ \|", done.stderr), done.stderr[-2000:]  # progress shown
@@ -96,6 +96,6 @@ def test_an_invalid_answer_is_a_locust_failure(tmp_path: Path, broken_server: st
         classify = stats["rest classify_text (unique)"]
         assert classify["num_requests"] > 0 and classify["num_failures"] == classify["num_requests"]
         assert stats["rest list_categories"]["num_failures"] == 0
-        assert not any(name.startswith("jsonrpc") for name in stats)
+        assert not any(name.startswith("jsonrpc") or "batch" in name for name in stats)  # REST, no classify_batch
     report = (out / "report.md").read_text()
     assert "## Side by side" in report and len(report_totals(report)) == 2

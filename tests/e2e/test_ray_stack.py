@@ -159,6 +159,32 @@ def test_concurrent_requests_form_batches_on_the_replica_and_match_unbatched(
         _assert_same(answer, local_results[TEXTS.index(text)])
 
 
+def test_the_tool_filter_runs_on_the_replicas_over_grpc_and_ranks_like_the_local_model(ray_stack: ServerProcess) -> None:
+    """select_tools and /v1/tools/filter embed through the Embed RPC; the ranking equals the in-process encoder's."""
+    from mcp_classifier.protocol.tool_filter import tool_text
+
+    tools = [
+        {"name": "weather__forecast", "description": "Weather forecast for a city: rain, temperature and wind."},
+        {"name": "calendar__list_events", "description": "List the meetings and events in a calendar for a day."},
+        {"name": "github__create_issue", "description": "Open a new issue in a GitHub repository."},
+        {"name": "slack__post_message", "description": "Post a message to a Slack channel."},
+    ]
+    query = "is it going to rain in Oslo this weekend"
+    with httpx.Client(base_url=ray_stack.url, timeout=60) as client:
+        result = client.post(
+            "/mcp/tools/call", json={"name": "select_tools", "arguments": {"query": query, "tools": tools, "threshold": 0}}
+        )
+        payload = result.json()["structuredContent"]
+        response = client.post("/v1/tools/filter", json={"query": query, "tools": tools, "top_k": 1, "threshold": 0})
+    encoder = build_classifier(Settings(model="builtin:minilm")).encoder
+    scores = encoder.encode_documents([tool_text(t, 8192) for t in tools]) @ encoder.encode_queries([query])[0]
+    assert payload["filtered"] is True
+    assert [t["name"] for t in payload["tools"]] == [tools[i]["name"] for i in sorted(range(4), key=lambda i: -scores[i])]
+    assert [t["score"] for t in payload["tools"]] == pytest.approx(sorted(scores.tolist(), reverse=True), abs=1e-5)
+    assert response.status_code == 200 and response.json()["tools"] == [tools[0]]
+    assert response.headers["x-tool-filter"] == "4->1"
+
+
 def test_one_request_is_traced_across_gateway_grpc_replica_batch_and_forward(ray_stack: ServerProcess, otlp: OtlpReceiver) -> None:
     trace_id, caller_span_id = secrets.token_hex(16), secrets.token_hex(8)
     traceparent = f"00-{trace_id}-{caller_span_id}-01"

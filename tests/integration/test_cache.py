@@ -165,3 +165,44 @@ def test_rediss_tls_url(tmp_path: Path) -> None:
         asyncio.run(run())
     finally:
         server.stop()
+
+
+def test_classify_batch_of_64_with_32_cached_makes_one_backend_call_for_the_misses(redis_server: RedisServer) -> None:
+    asyncio.run(_classify_batch_behind_the_cache(redis_server))
+
+
+async def _classify_batch_behind_the_cache(redis_server: RedisServer) -> None:
+    from loadtests.harness.queries import TEXTS
+    from mcp_classifier.wiring import build_dispatcher
+
+    counting = CountingBackend(build_local_backend(Settings(backend="local")))
+    metrics = RedisMetrics(CollectorRegistry())
+    link = make_link(redis_server.url, metrics)
+    cache = CachingBackend(counting, link, metrics=metrics, ttl_s=60, max_text_chars=2048, max_value_bytes=16384)
+    dispatcher = build_dispatcher(Settings(), cache)
+    texts = list(TEXTS[:64])
+    await link.start()
+    await cache.start()
+    try:
+        # 32 texts answered one at a time through classify_text first: they are in Redis now.
+        singles = {}
+        for text in texts[::2]:
+            result = await dispatcher.call("tools/call", {"name": "classify_text", "arguments": {"text": text, "with_probabilities": True}})
+            singles[text] = result["structuredContent"]
+        assert await async_wait_for(lambda: len(redis_server.keys()) == 32 and not cache._inflight)
+        calls_before = counting.calls
+        batch = await dispatcher.call("tools/call", {"name": "classify_batch", "arguments": {"texts": texts, "with_probabilities": True}})
+        assert batch["isError"] is False, batch
+        assert counting.calls == calls_before + 1  # exactly one backend call...
+        assert counting.texts[-32:] == texts[1::2]  # ...for the 32 misses only, in order
+        results = batch["structuredContent"]["results"]
+        assert len(results) == 64 and batch["structuredContent"]["classified"] == 64
+        # every answer equals a single classify_text call: the cached ones exactly, the new ones too
+        for text in texts[1::2]:
+            result = await dispatcher.call("tools/call", {"name": "classify_text", "arguments": {"text": text, "with_probabilities": True}})
+            singles[text] = result["structuredContent"]
+        assert counting.calls == calls_before + 1  # those singles were hits: the batch had cached them
+        assert results == [singles[t] for t in texts]
+    finally:
+        await cache.close()
+        await link.close()

@@ -18,7 +18,8 @@ sys.meta_path.insert(0, NoModelStack())
 from mcp_classifier.settings import Settings
 from mcp_classifier.wiring import build_gateway
 from mcp_classifier.transports.http import create_app
-dispatcher, backend = build_gateway(Settings(backend="grpc://127.0.0.1:9"))
+gateway = build_gateway(Settings(backend="grpc://127.0.0.1:9"))
+dispatcher, backend = gateway.dispatcher, gateway.backend
 create_app(dispatcher, backend, max_body_bytes=1_048_576)
 """
 

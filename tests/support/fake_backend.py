@@ -10,15 +10,28 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from mcp_classifier.backend.base import BackendError
+import numpy as np
+
+from mcp_classifier.backend.base import BackendError, EmbeddingKind
 from mcp_classifier.core.categories import CategoryConfig, load_categories
 from mcp_classifier.core.results import ClassificationResult, ClassifierInfo
 from mcp_classifier.core.routing import RoutingPolicy
 
 TOP_PROBABILITY = 0.6  # the fake's confidence: well clear of the policy's low-confidence rule
+EMBEDDING_DIMENSIONS = 256  # the fake's bag-of-words vectors: texts sharing words are similar
+
+
+def bag_of_words_vector(text: str) -> np.ndarray:
+    """A unit vector from hashed lowercase words: a stand-in embedding whose cosine tracks shared words."""
+    vector = np.zeros(EMBEDDING_DIMENSIONS, dtype=np.float32)
+    for word in re.findall(r"[a-z0-9]+", text.lower()):
+        vector[int.from_bytes(hashlib.blake2b(word.encode(), digest_size=4).digest(), "big") % EMBEDDING_DIMENSIONS] += 1.0
+    norm = float(np.linalg.norm(vector))
+    return vector / norm if norm else vector
 
 
 class FakeBackend:
@@ -28,6 +41,7 @@ class FakeBackend:
         self.config: CategoryConfig = load_categories(categories_file)
         self.policy = RoutingPolicy(self.config)
         self.calls: list[list[str]] = []
+        self.embed_calls: list[tuple[str, list[str]]] = []  # (kind, texts) of every embed call
         self.fail_with: BackendError | None = None
         self.started = False
         self.closed = False
@@ -57,6 +71,12 @@ class FakeBackend:
             temperature=1.0,
             loo_accuracy=1.0,
         )
+
+    async def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> np.ndarray:
+        self.embed_calls.append((kind, list(texts)))
+        if self.fail_with is not None:
+            raise self.fail_with
+        return np.vstack([bag_of_words_vector(t) for t in texts]) if texts else np.zeros((0, EMBEDDING_DIMENSIONS), dtype=np.float32)
 
     async def classify(self, texts: Sequence[str]) -> list[ClassificationResult]:
         self.calls.append(list(texts))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from ..core.categories import CategoryConfig
 from ..core.results import ClassificationResult, ClassifierInfo
 from .v1 import classifier_pb2 as pb
@@ -73,3 +75,15 @@ def info_from_proto(message: pb.InfoResponse) -> ClassifierInfo:
         loo_accuracy=message.leave_one_out_accuracy,
         reload_error=message.reload_error or None,
     )
+
+
+def vectors_to_bytes(vectors: np.ndarray) -> bytes:
+    """Row-major little-endian float32, as EmbedResponse.vectors carries them."""
+    return np.ascontiguousarray(vectors, dtype="<f4").tobytes()
+
+
+def vectors_from_bytes(data: bytes, rows: int, dimensions: int) -> np.ndarray:
+    vectors = np.frombuffer(data, dtype="<f4")
+    if vectors.size != rows * dimensions:
+        raise ValueError(f"embedder sent {vectors.size} values for {rows} texts of {dimensions} dimensions")
+    return vectors.reshape(rows, dimensions).astype(np.float32)

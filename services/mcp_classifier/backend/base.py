@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
+
+import numpy as np
 
 from ..core.results import ClassificationResult, ClassifierInfo
+
+EmbeddingKind = Literal["query", "document"]
 
 
 class BackendError(RuntimeError):
@@ -45,3 +49,7 @@ class ClassificationBackend(Protocol):
 
     async def reload_categories(self) -> bool:
         """Re-read the categories file wherever the model lives; True when a new version went live."""
+
+    async def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> np.ndarray:
+        """(len(texts), d) unit-length float32 vectors in one model call: queries with the model's
+        instruction, documents (tool descriptions) without. For the semantic tool filter."""

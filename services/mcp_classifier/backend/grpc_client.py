@@ -9,14 +9,15 @@ import time
 from collections.abc import Sequence
 
 import grpc
+import numpy as np
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from ..api.convert import info_from_proto, results_from_proto
+from ..api.convert import info_from_proto, results_from_proto, vectors_from_bytes
 from ..api.v1 import classifier_pb2 as pb
 from ..api.v1 import classifier_pb2_grpc as pb_grpc
 from ..core.results import ClassificationResult, ClassifierInfo
-from .base import BackendError, BackendOverloaded, BackendTimeout, BackendUnavailable
+from .base import BackendError, BackendOverloaded, BackendTimeout, BackendUnavailable, EmbeddingKind
 from .coalescer import RequestCoalescer
 
 log = logging.getLogger(__name__)
@@ -119,6 +120,19 @@ class GrpcBackend:
         if not texts:
             return []
         return await self._coalescer.submit(texts)
+
+    async def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> np.ndarray:
+        """One Embed RPC for the whole list (the replica runs it as one model call)."""
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        request = pb.EmbedRequest(texts=list(texts), kind=pb.EmbedRequest.DOCUMENT if kind == "document" else pb.EmbedRequest.QUERY)
+        with tracer.start_as_current_span("gateway embed call") as span:
+            span.set_attribute("mcp_classifier.texts", len(texts))
+            try:
+                response = await self.stub.Embed(request, timeout=self._timeout_s, metadata=self._metadata)
+            except grpc.aio.AioRpcError as exc:
+                raise backend_error(exc) from exc
+        return vectors_from_bytes(response.vectors, len(texts), response.dimensions)
 
     async def info_message(self, timeout_s: float | None = None) -> pb.InfoResponse:
         try:

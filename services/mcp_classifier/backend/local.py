@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 from opentelemetry import context as otel_context
 
 from ..core.results import ClassificationResult, ClassifierInfo
-from .base import BackendUnavailable
+from .base import BackendTimeout, BackendUnavailable, EmbeddingKind
 from .coalescer import RequestCoalescer
 from .model_worker import ModelWorker
 
@@ -28,6 +30,7 @@ class LocalBatchingBackend:
         max_concurrent_batches: int = 1,
     ) -> None:
         self.worker = worker
+        self._timeout_s = request_timeout_s
         self._categories_file = categories_file
         self._started = False
         self._coalescer = RequestCoalescer(
@@ -65,6 +68,15 @@ class LocalBatchingBackend:
         if not self._started:
             raise BackendUnavailable("the in-process classifier is not loaded yet")
         return await self.worker.info()
+
+    async def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> np.ndarray:
+        """One model call for the whole list, outside the classify batches, bounded by the request timeout."""
+        if not self._started:
+            raise BackendUnavailable("the in-process classifier is not loaded yet")
+        try:
+            return await asyncio.wait_for(self.worker.embed(list(texts), kind), self._timeout_s)
+        except TimeoutError:
+            raise BackendTimeout(f"embedding {len(texts)} texts took longer than {self._timeout_s:g} s") from None
 
     async def classify(self, texts: Sequence[str]) -> list[ClassificationResult]:
         if not texts:

@@ -9,6 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol
 
+import numpy as np
+
 from ..core.classifier import Classifier
 from ..core.results import ClassificationResult, ClassifierInfo
 
@@ -18,6 +20,7 @@ class ModelWorker(Protocol):
     async def classify(self, texts: list[str]) -> list[ClassificationResult]: ...
     async def info(self) -> ClassifierInfo: ...
     async def reload_categories(self, path: Path) -> bool: ...
+    async def embed(self, texts: list[str], kind: str) -> np.ndarray: ...
     def close(self) -> None: ...
 
 
@@ -46,6 +49,10 @@ class ThreadModelWorker:
         assert self.classifier is not None
         return self.classifier.info
 
+    async def embed(self, texts: list[str], kind: str) -> np.ndarray:
+        assert self.classifier is not None
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self.classifier.embed, texts, kind)
+
     async def reload_categories(self, path: Path) -> bool:
         """Rebuild the index on a model thread, off the event loop; it goes live in one swap."""
         assert self.classifier is not None
@@ -71,6 +78,11 @@ def _child_init(settings_json: str) -> None:
 def _child_classify(texts: list[str]) -> list[ClassificationResult]:
     assert _child_classifier is not None
     return _child_classifier.classify(texts)
+
+
+def _child_embed(texts: list[str], kind: str) -> np.ndarray:
+    assert _child_classifier is not None
+    return _child_classifier.embed(texts, kind)
 
 
 def _child_info() -> ClassifierInfo:
@@ -123,6 +135,14 @@ class ProcessModelWorker:
     async def info(self) -> ClassifierInfo:
         assert self._info is not None
         return self._info
+
+    async def embed(self, texts: list[str], kind: str) -> np.ndarray:
+        assert self._idle is not None
+        executor = await self._idle.get()
+        try:
+            return await asyncio.get_running_loop().run_in_executor(executor, _child_embed, texts, kind)
+        finally:
+            self._idle.put_nowait(executor)
 
     async def reload_categories(self, path: Path) -> bool:
         """Every process reloads (each between its own batches); info follows the first."""

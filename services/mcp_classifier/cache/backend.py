@@ -24,9 +24,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import orjson
 
-from ..backend.base import ClassificationBackend
+from ..backend.base import ClassificationBackend, EmbeddingKind
 from ..core.results import ClassificationResult, ClassifierInfo
 from .keys import KEY_PREFIX, KeyBuilder, Versions
 from .metrics import RedisMetrics
@@ -96,6 +97,10 @@ class CachingBackend:
 
     async def ready(self) -> bool:
         return await self.inner.ready()
+
+    async def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> np.ndarray:
+        """Straight through: tool embeddings have their own cache (cache/embeddings.py), queries none."""
+        return await self.inner.embed(texts, kind)
 
     async def info(self) -> ClassifierInfo:
         """Always the inner backend's current info; a version change seen here re-keys the cache at once."""

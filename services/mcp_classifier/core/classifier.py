@@ -86,6 +86,13 @@ class Classifier:
             reload_error=self.reload_error,
         )
 
+    def embed(self, texts: Sequence[str], kind: str) -> np.ndarray:
+        """Unit vectors for the tool filter: queries with the instruction, documents without."""
+        if not texts:
+            return np.zeros((0, self.encoder.dimensions), dtype=np.float32)
+        vectors = self.encoder.encode_queries(texts) if kind == "query" else self.encoder.encode_documents(texts)
+        return np.asarray(vectors, dtype=np.float32)
+
     def classify(self, texts: Sequence[str]) -> list[ClassificationResult]:
         config, index, policy, _ = self._state
         if not texts:

@@ -16,7 +16,7 @@ from opentelemetry.propagate import extract
 from ray import serve
 from ray.serve.metrics import Histogram
 
-from ..api.convert import info_to_proto, results_to_proto
+from ..api.convert import info_to_proto, results_to_proto, vectors_to_bytes
 from ..api.v1 import classifier_pb2 as pb
 from ..core.build import build_classifier
 from ..core.classifier import ClassificationResult
@@ -115,6 +115,17 @@ class Embedder:
                 category_set_version=category_set_version,
                 policy_version=policy_version,
                 model_id=self._classifier.encoder.model_id,
+            )
+
+    async def Embed(self, request: pb.EmbedRequest, grpc_context: Any = None) -> pb.EmbedResponse:
+        """One model call on the forward thread (between classify batches): tool lists arrive whole."""
+        metadata = dict(grpc_context.invocation_metadata()) if grpc_context is not None else {}
+        with self._tracer.start_as_current_span("embedder Embed", context=extract(metadata), kind=trace.SpanKind.SERVER) as span:
+            kind = "document" if request.kind == pb.EmbedRequest.DOCUMENT else "query"
+            span.set_attribute("mcp_classifier.texts", len(request.texts))
+            vectors = await asyncio.get_running_loop().run_in_executor(self._executor, self._classifier.embed, list(request.texts), kind)
+            return pb.EmbedResponse(
+                vectors=vectors_to_bytes(vectors), dimensions=int(vectors.shape[1]), model_id=self._classifier.encoder.model_id
             )
 
     async def Info(self, request: pb.InfoRequest, grpc_context: Any = None) -> pb.InfoResponse:

@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Literal, Protocol
+
+import numpy as np
 
 from ..core.results import ClassificationResult, ClassifierInfo
 from ..settings import Settings
@@ -25,6 +27,7 @@ class EmbedderClient(Protocol):
     async def ready(self) -> bool: ...
     async def reload_categories(self) -> bool: ...
     async def wait_until_ready(self, timeout_s: float) -> None: ...
+    async def embed(self, texts: Sequence[str], kind: Literal["query", "document"]) -> np.ndarray: ...
 
 
 class EmbeddedRayBackend:
@@ -65,6 +68,9 @@ class EmbeddedRayBackend:
 
     async def info(self) -> ClassifierInfo:
         return await self.client.info()
+
+    async def embed(self, texts: Sequence[str], kind: Literal["query", "document"]) -> np.ndarray:
+        return await self.client.embed(texts, kind)
 
     async def ready(self) -> bool:
         return self._client is not None and await self._client.ready()

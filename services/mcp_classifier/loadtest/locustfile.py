@@ -9,10 +9,11 @@ Knobs (environment variables; `mcp-classifier loadtest` sets them from its flags
   MCP_LOADTEST_PROBABILITIES_RATIO  share of classify calls with with_probabilities=true         [0.5]
   MCP_LOADTEST_LENGTH_MIX           text-length mix, e.g. "short:0.4,medium:0.4,long:0.2"         [that]
   MCP_LOADTEST_REPEAT_POOL          how many distinct texts the repeated share cycles through     [50]
+  MCP_LOADTEST_BATCH_TEXTS          texts per classify_batch call                                  [8]
   MCP_LOADTEST_API_KEY              bearer key, when the gateway has keys
   MCP_LOADTEST_SHAPE                "stages": ramp, plateau, spike, plateau (instead of -u/-r/-t)
   MCP_LOADTEST_USERS, MCP_LOADTEST_DURATION_S   the stages' plateau users and total length
-Tags: jsonrpc, rest (the two styles), classify, list. Request names end in "(repeat)" or
+Tags: jsonrpc, rest (the two styles), classify, batch, list. Request names end in "(repeat)" or
 "(unique)", so cache-hit and miss latency are reported apart.
 """
 
@@ -100,6 +101,7 @@ HIT_RATIO = _env_float("MCP_LOADTEST_HIT_RATIO", 0.0)
 PROBABILITIES_RATIO = _env_float("MCP_LOADTEST_PROBABILITIES_RATIO", 0.5)
 LENGTHS, LENGTH_WEIGHTS = _length_mix(os.environ.get("MCP_LOADTEST_LENGTH_MIX", "short:0.4,medium:0.4,long:0.2"))
 REPEAT_POOL_SIZE = int(os.environ.get("MCP_LOADTEST_REPEAT_POOL", "50"))
+BATCH_TEXTS = int(os.environ.get("MCP_LOADTEST_BATCH_TEXTS", "8"))
 API_KEY = os.environ.get("MCP_LOADTEST_API_KEY", "")
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json"} | ({"Authorization": f"Bearer {API_KEY}"} if API_KEY else {})
 
@@ -195,6 +197,24 @@ class _ClassifierUser(FastHttpUser):
             except (InvalidAnswer, ValueError, KeyError, TypeError) as exc:
                 response.failure(str(exc))
 
+    def classify_batch(self) -> None:
+        """Several texts in one call (repeats and unique ones mixed): every item validated."""
+        texts = [random.choice(REPEATED) if random.random() < HIT_RATIO else unique_text() for _ in range(BATCH_TEXTS)]
+        with_probabilities = random.random() < PROBABILITIES_RATIO
+        arguments = {"texts": texts, "with_probabilities": with_probabilities}
+        with self.client.post(
+            **self.request("classify_batch", arguments), name=f"{self.style} classify_batch", catch_response=True
+        ) as response:
+            try:
+                payload = tool_payload(self.result(response))
+                if len(payload["results"]) != len(texts) or payload["failed"]:
+                    raise InvalidAnswer(f"expected {len(texts)} results and no failed item: {str(payload)[:200]}")
+                for item in payload["results"]:
+                    check_classification(item, self.n_categories, with_probabilities)
+                response.success()
+            except (InvalidAnswer, ValueError, KeyError, TypeError) as exc:
+                response.failure(str(exc))
+
     def list_categories(self) -> None:
         with self.client.post(**self.request("list_categories", {}), name=f"{self.style} list_categories", catch_response=True) as response:
             try:
@@ -220,6 +240,11 @@ class JsonRpcUser(_ClassifierUser):
     @task(1)
     def jsonrpc_list_categories(self) -> None:
         self.list_categories()
+
+    @tag("jsonrpc", "batch")
+    @task(1)
+    def jsonrpc_classify_batch(self) -> None:
+        self.classify_batch()
 
     def request(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         self._last_id = next(self._ids)
@@ -249,6 +274,11 @@ class RestUser(_ClassifierUser):
     @task(1)
     def rest_list_categories(self) -> None:
         self.list_categories()
+
+    @tag("rest", "batch")
+    @task(1)
+    def rest_classify_batch(self) -> None:
+        self.classify_batch()
 
     def request(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         return {"url": "/mcp/tools/call", "data": json.dumps({"name": tool, "arguments": arguments}), "headers": HEADERS}

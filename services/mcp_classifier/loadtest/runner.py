@@ -48,6 +48,8 @@ def locust_command(options: LoadtestOptions, host: str, out: Path, user_classes:
         "--csv", str(out / "locust"), "--csv-full-history", "--html", str(out / "report.html"),
         "--only-summary", "--stop-timeout", str(STOP_TIMEOUT_S), "--loglevel", "WARNING",
     ]  # fmt: skip
+    if user_classes:  # --compare: the workload every MCP classifier can answer (classify_batch is ours)
+        command += ["--exclude-tags", "batch"]
     if options.processes > 1:
         command += ["--processes", str(options.processes)]
     return command + user_classes

@@ -1,4 +1,4 @@
-"""The two required tools, list_categories and classify_text, over any ClassificationBackend."""
+"""The classification tools over any ClassificationBackend: list_categories, classify_text and classify_batch."""
 
 from __future__ import annotations
 
@@ -39,7 +39,46 @@ def list_categories_output_schema() -> dict[str, Any]:
     }
 
 
-def register_classification_tools(registry: ToolRegistry, backend: ClassificationBackend, max_text_length: int) -> None:
+def _text_problem(text: object, max_text_length: int) -> str | None:
+    """Why a text cannot be classified, or None: the rules classify_text applies, for one batch item."""
+    if not isinstance(text, str):
+        return f"item is a {type(text).__name__}, not a string"
+    if not any(ch.isprintable() and not ch.isspace() for ch in text):
+        return "text is empty (it has no visible characters)"
+    if len(text) > max_text_length:
+        return f"text is longer than {max_text_length} characters"
+    return None
+
+
+def classify_batch_output_schema() -> dict[str, Any]:
+    item = classify_output_schema()
+    return {
+        "type": "object",
+        "properties": {
+            "results": {
+                "type": "array",
+                "description": "One entry per input text, in order: a classification, or {index, error} for a bad item.",
+                "items": {
+                    "anyOf": [
+                        item,
+                        {
+                            "type": "object",
+                            "properties": {"index": {"type": "integer"}, "error": {"type": "string"}},
+                            "required": ["index", "error"],
+                        },
+                    ]
+                },
+            },
+            "classified": {"type": "integer", "minimum": 0},
+            "failed": {"type": "integer", "minimum": 0},
+        },
+        "required": ["results", "classified", "failed"],
+    }
+
+
+def register_classification_tools(
+    registry: ToolRegistry, backend: ClassificationBackend, max_text_length: int, max_batch_texts: int = 256
+) -> None:
     async def list_categories(_: dict[str, Any]) -> dict[str, Any]:
         config = (await backend.info()).categories
         return {
@@ -50,10 +89,25 @@ def register_classification_tools(registry: ToolRegistry, backend: Classificatio
 
     async def classify_text(arguments: dict[str, Any]) -> dict[str, Any]:
         text = arguments["text"]
-        if not any(ch.isprintable() and not ch.isspace() for ch in text):
-            raise ToolError("text is empty (it has no visible characters)")
+        problem = _text_problem(text, max_text_length)
+        if problem is not None:
+            raise ToolError(problem)
         (result,) = await backend.classify([text])
         return result.to_public(bool(arguments.get("with_probabilities", False)))
+
+    async def classify_batch(arguments: dict[str, Any]) -> dict[str, Any]:
+        texts: list[object] = arguments["texts"]
+        with_probabilities = bool(arguments.get("with_probabilities", False))
+        problems = [_text_problem(t, max_text_length) for t in texts]
+        good = [t for t, p in zip(texts, problems) if p is None and isinstance(t, str)]
+        # One backend call for every good text: behind the cache, hits come from one MGET and the misses
+        # go to the model together.
+        answers = iter(await backend.classify(good)) if good else iter(())
+        results: list[dict[str, Any]] = [
+            next(answers).to_public(with_probabilities) if problem is None else {"index": i, "error": problem}
+            for i, problem in enumerate(problems)
+        ]
+        return {"results": results, "classified": len(good), "failed": len(texts) - len(good)}
 
     registry.register(
         Tool(
@@ -85,6 +139,33 @@ def register_classification_tools(registry: ToolRegistry, backend: Classificatio
             },
             output_schema=classify_output_schema(),
             handler=classify_text,
+            annotations=_READ_ONLY,
+        )
+    )
+    registry.register(
+        Tool(
+            name="classify_batch",
+            title="Classify many texts",
+            description="Classify up to "
+            f"{max_batch_texts} texts in one call (evaluation, backfills, multi-turn context): one result per text, in "
+            "order, each as classify_text returns it; a bad item (not a string, empty, too long) gets {index, error} "
+            "and does not fail the others. Cached texts are answered from the cache; the rest go to the model together.",
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "texts": {
+                        "type": "array",
+                        "minItems": 1,
+                        "maxItems": max_batch_texts,
+                        "description": f"The queries to classify (strings of at most {max_text_length} characters).",
+                    },
+                    "with_probabilities": {"type": "boolean", "default": False, "description": "Also return probabilities and entropy."},
+                },
+                "required": ["texts"],
+                "additionalProperties": False,
+            },
+            output_schema=classify_batch_output_schema(),
+            handler=classify_batch,
             annotations=_READ_ONLY,
         )
     )

@@ -25,10 +25,13 @@ from ..protocol.jsonrpc import (
     JsonRpcError,
     error_response,
 )
+from ..protocol.tool_filter import DEFAULT_THRESHOLD, DEFAULT_TOP_K, ToolFilter, query_from
+from ..protocol.tools import ToolError
 from ..telemetry import GatewayMetrics
 
 log = logging.getLogger(__name__)
 
+TOOL_FILTER_PATH = "/v1/tools/filter"
 REST_METHODS = frozenset({"initialize", "tools/list", "tools/call", "resources/list", "prompts/list", "ping"})
 _ENVELOPE_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 _HTTP_STATUS_FOR_CODE = {
@@ -80,7 +83,7 @@ def route_label(path: str) -> str:
     if path.startswith("/mcp/"):
         method = path[len("/mcp/") :]
         return "/mcp/" + (method if method in REST_METHODS else "<unknown>")
-    return path if path in ("/mcp", "/health", "/ready", "/metrics") else "<other>"
+    return path if path in ("/mcp", "/health", "/ready", "/metrics", TOOL_FILTER_PATH) else "<other>"
 
 
 def create_app(
@@ -92,6 +95,7 @@ def create_app(
     edge: EdgeGuard | None = None,
     services: Sequence[Any] = (),
     freeze_gc: bool = False,
+    tool_filter: ToolFilter | None = None,
 ) -> FastAPI:
     """The gateway app. The lifespan starts and closes the backend, so uvicorn owns the whole lifetime.
 
@@ -182,6 +186,9 @@ def create_app(
                 status = 504
             return json_response(payload, status=status)
 
+    if tool_filter is not None:
+        _add_tool_filter_route(app, tool_filter, max_body_bytes, metrics)
+
     @app.get("/health")
     async def health() -> Response:
         try:
@@ -223,3 +230,41 @@ def create_app(
         return Response(metrics.render(), media_type=metrics.content_type)
 
     return app
+
+
+def _add_tool_filter_route(app: FastAPI, tool_filter: ToolFilter, max_body_bytes: int, metrics: GatewayMetrics) -> None:
+    """POST /v1/tools/filter for proxies: the caller's tools back, filtered and ordered, in the shape they came in."""
+
+    @app.post(TOOL_FILTER_PATH)
+    async def filter_tools(request: Request) -> Response:
+        started = time.perf_counter()
+        response = await _filter(request)
+        metrics.observe(TOOL_FILTER_PATH, response.status_code, time.perf_counter() - started)
+        return response
+
+    async def _filter(request: Request) -> Response:
+        try:
+            body = orjson.loads(await read_body(request, max_body_bytes) or b"{}")
+        except BodyTooLarge:
+            return json_response({"error": f"request body exceeds {max_body_bytes} bytes"}, status=413)
+        except orjson.JSONDecodeError as exc:
+            return json_response({"error": f"request body is not valid JSON: {exc}"}, status=400)
+        if not isinstance(body, dict) or not isinstance(body.get("tools"), list):
+            return json_response({"error": "the body must be an object with a `tools` list (and `query` or `messages`)"}, status=400)
+        tools = body["tools"]
+        try:
+            top_k, threshold = int(body.get("top_k", DEFAULT_TOP_K)), float(body.get("threshold", DEFAULT_THRESHOLD))
+            if top_k < 1:
+                raise ToolError("top_k must be at least 1")
+            selection = await tool_filter.select(query_from(body), tools, top_k, threshold)
+        except (ToolError, TypeError, ValueError) as exc:
+            return json_response({"error": str(exc)}, status=400)
+        kept = [tools[i] for i in selection.indices]
+        payload: dict[str, Any] = {"tools": kept, "filtered": selection.filtered, "total": selection.total, "kept": len(kept)}
+        headers = {"X-Tool-Filter": f"{selection.total}->{len(kept)}", "X-Tool-Filter-Status": "filtered"}
+        if selection.filtered:
+            payload["scores"] = selection.scores
+        else:
+            payload["reason"] = selection.reason
+            headers["X-Tool-Filter-Status"] = "unfiltered"
+        return json_response(payload, headers=headers)

@@ -1,10 +1,35 @@
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class EmbedRequest(_message.Message):
+    __slots__ = ("texts", "kind")
+    class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        QUERY: _ClassVar[EmbedRequest.Kind]
+        DOCUMENT: _ClassVar[EmbedRequest.Kind]
+    QUERY: EmbedRequest.Kind
+    DOCUMENT: EmbedRequest.Kind
+    TEXTS_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    texts: _containers.RepeatedScalarFieldContainer[str]
+    kind: EmbedRequest.Kind
+    def __init__(self, texts: _Optional[_Iterable[str]] = ..., kind: _Optional[_Union[EmbedRequest.Kind, str]] = ...) -> None: ...
+
+class EmbedResponse(_message.Message):
+    __slots__ = ("vectors", "dimensions", "model_id")
+    VECTORS_FIELD_NUMBER: _ClassVar[int]
+    DIMENSIONS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_ID_FIELD_NUMBER: _ClassVar[int]
+    vectors: bytes
+    dimensions: int
+    model_id: str
+    def __init__(self, vectors: _Optional[bytes] = ..., dimensions: _Optional[int] = ..., model_id: _Optional[str] = ...) -> None: ...
 
 class ClassifyRequest(_message.Message):
     __slots__ = ("texts", "with_probabilities")

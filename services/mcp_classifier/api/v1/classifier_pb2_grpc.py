@@ -44,6 +44,11 @@ class ClassifierStub:
                 request_serializer=mcp__classifier_dot_api_dot_v1_dot_classifier__pb2.InfoRequest.SerializeToString,
                 response_deserializer=mcp__classifier_dot_api_dot_v1_dot_classifier__pb2.InfoResponse.FromString,
                 _registered_method=True)
+        self.Embed = channel.unary_unary(
+                '/mcp_classifier.api.v1.Classifier/Embed',
+                request_serializer=mcp__classifier_dot_api_dot_v1_dot_classifier__pb2.EmbedRequest.SerializeToString,
+                response_deserializer=mcp__classifier_dot_api_dot_v1_dot_classifier__pb2.EmbedResponse.FromString,
+                _registered_method=True)
 
 
 class ClassifierServicer:
@@ -63,6 +68,14 @@ class ClassifierServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Embed(self, request, context):
+        """Unit-length embeddings of texts (the semantic tool filter): queries get the model's instruction,
+        documents (tool descriptions) do not.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClassifierServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -75,6 +88,11 @@ def add_ClassifierServicer_to_server(servicer, server):
                     servicer.Info,
                     request_deserializer=mcp__classifier_dot_api_dot_v1_dot_classifier__pb2.InfoRequest.FromString,
                     response_serializer=mcp__classifier_dot_api_dot_v1_dot_classifier__pb2.InfoResponse.SerializeToString,
+            ),
+            'Embed': grpc.unary_unary_rpc_method_handler(
+                    servicer.Embed,
+                    request_deserializer=mcp__classifier_dot_api_dot_v1_dot_classifier__pb2.EmbedRequest.FromString,
+                    response_serializer=mcp__classifier_dot_api_dot_v1_dot_classifier__pb2.EmbedResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -131,6 +149,33 @@ class Classifier:
             '/mcp_classifier.api.v1.Classifier/Info',
             mcp__classifier_dot_api_dot_v1_dot_classifier__pb2.InfoRequest.SerializeToString,
             mcp__classifier_dot_api_dot_v1_dot_classifier__pb2.InfoResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Embed(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mcp_classifier.api.v1.Classifier/Embed',
+            mcp__classifier_dot_api_dot_v1_dot_classifier__pb2.EmbedRequest.SerializeToString,
+            mcp__classifier_dot_api_dot_v1_dot_classifier__pb2.EmbedResponse.FromString,
             options,
             channel_credentials,
             insecure,

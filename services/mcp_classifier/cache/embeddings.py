@@ -1,0 +1,119 @@
+"""Tool-description embeddings, cached by content: in process (LRU) first, then Redis, then one model call.
+
+A router sends the same tool list with every request; only the query is new. So a tool's vector is
+keyed by (model id, the tool's text) and kept: a list seen before costs one query embedding, and a
+list with one changed tool costs that tool's embedding plus the query. Redis shares the vectors
+between gateway replicas and restarts; without it the in-process LRU still does the job. Redis
+errors fail open (the link's breaker), like the classification cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..backend.base import ClassificationBackend
+from .redis_link import RedisLink
+
+EMBEDDING_KEY_PREFIX = "mcp-classifier:emb:v1:"  # bump v1 when the key or value layout changes
+
+
+class ToolEmbeddings:
+    """What the semantic tool filter embeds with: cached documents, uncached queries."""
+
+    def __init__(
+        self,
+        backend: ClassificationBackend,
+        link: RedisLink | None,
+        *,
+        capacity: int,
+        ttl_s: int,
+    ) -> None:
+        self.backend = backend
+        self.link = link
+        self.capacity = capacity
+        self.ttl_s = ttl_s
+        self._lru: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._writes: set[asyncio.Task[None]] = set()
+        self.model_calls = 0  # backend embed calls made for documents (tests and /health read it)
+
+    async def start(self) -> None:
+        """Nothing to open: the backend and the Redis link are started by their owners."""
+
+    async def query(self, text: str) -> np.ndarray:
+        (vector,) = await self.backend.embed([text], "query")
+        return np.asarray(vector, dtype=np.float32)
+
+    async def documents(self, texts: Sequence[str]) -> np.ndarray:
+        """One vector per text, in order; every miss goes to the backend in a single call."""
+        model_id = (await self.backend.info()).model_id
+        keys = [_key(model_id, text) for text in texts]
+        found: dict[str, np.ndarray] = {}
+        for key in dict.fromkeys(keys):
+            vector = self._lru.get(key)
+            if vector is not None:
+                self._lru.move_to_end(key)
+                found[key] = vector
+        wanted = [key for key in dict.fromkeys(keys) if key not in found]
+        if wanted and self.link is not None:
+            values: list[Any] | None = await self.link.run("mget", lambda c: c.mget(wanted), None)
+            for key, value in zip(wanted, values or []):
+                if value:
+                    found[key] = self._remember(key, np.frombuffer(value, dtype="<f4").copy())
+        missing = {key: text for key, text in zip(keys, texts) if key not in found}
+        if missing:
+            self.model_calls += 1
+            vectors = await self.backend.embed(list(missing.values()), "document")
+            fresh = {key: self._remember(key, np.asarray(v, dtype=np.float32)) for key, v in zip(missing, vectors)}
+            found.update(fresh)
+            self._write_behind(fresh)
+        return np.vstack([found[key] for key in keys]) if keys else np.zeros((0, 0), dtype=np.float32)
+
+    def _remember(self, key: str, vector: np.ndarray) -> np.ndarray:
+        self._lru[key] = vector
+        self._lru.move_to_end(key)
+        while len(self._lru) > self.capacity:
+            self._lru.popitem(last=False)
+        return vector
+
+    def _write_behind(self, vectors: dict[str, np.ndarray]) -> None:
+        """Into Redis after the answer, never on the caller's path."""
+        link = self.link
+        if link is None or not vectors:
+            return
+        ttl = self.ttl_s
+
+        async def write() -> None:
+            async def set_all(client: Any) -> None:
+                async with client.pipeline(transaction=False) as pipe:
+                    for key, vector in vectors.items():
+                        pipe.set(key, np.ascontiguousarray(vector, dtype="<f4").tobytes(), ex=ttl)
+                    await pipe.execute()
+
+            await link.run("set", set_all, None)
+
+        task = asyncio.ensure_future(write())
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+    async def close(self) -> None:
+        if self._writes:
+            await asyncio.gather(*self._writes, return_exceptions=True)
+
+    def health(self) -> dict[str, Any]:
+        return {"tool_embeddings_cached": len(self._lru), "tool_embedding_model_calls": self.model_calls}
+
+
+def _key(model_id: str, text: str) -> str:
+    """Content hash of (model id, text), length-prefixed so no two pairs share an input; the text never appears in clear."""
+    digest = hashlib.blake2b(digest_size=20)
+    for part in (model_id, text):
+        data = part.encode()
+        digest.update(len(data).to_bytes(8, "little"))
+        digest.update(data)
+    return EMBEDDING_KEY_PREFIX + digest.hexdigest()

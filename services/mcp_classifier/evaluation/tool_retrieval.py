@@ -1,0 +1,104 @@
+"""`mcp-classifier eval-tools`: how well the semantic tool filter finds the tools a query needs.
+
+Recall@k (the share of a query's relevant tools in the top k, averaged over queries) and MRR (the
+reciprocal rank of the first relevant tool), for the embedding ranking the service uses and, in the
+same run on the same tool texts, a BM25 baseline (rank-bm25): the keyword ranking a proxy could do
+without a model.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..protocol.tool_filter import tool_text
+from .dataset import DatasetError
+
+CUTOFFS = (1, 5, 10)
+
+
+@dataclass(frozen=True)
+class RetrievalQuery:
+    query: str
+    relevant: tuple[str, ...]
+
+
+@dataclass
+class RetrievalScore:
+    system: str
+    queries: int
+    recall: dict[int, float]
+    mrr: float
+
+
+def load_tool_set(queries_path: Path, tools_path: Path) -> tuple[list[dict[str, Any]], list[RetrievalQuery]]:
+    try:
+        tools = json.loads(tools_path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise DatasetError(f"{tools_path}: cannot read the tool list: {exc}") from exc
+    if not isinstance(tools, list) or not tools:
+        raise DatasetError(f"{tools_path}: expected a JSON array of tools")
+    names = {t.get("name") for t in tools if isinstance(t, dict)}
+    queries = []
+    for number, line in enumerate(queries_path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{queries_path}:{number}: not valid JSON: {exc}") from exc
+        relevant = tuple(row.get("relevant") or ())
+        unknown = [r for r in relevant if r not in names]
+        if not row.get("query") or not relevant or unknown:
+            raise DatasetError(f"{queries_path}:{number}: needs a query and relevant tools that exist (unknown: {unknown})")
+        queries.append(RetrievalQuery(row["query"], relevant))
+    if not queries:
+        raise DatasetError(f"{queries_path}: no queries")
+    return tools, queries
+
+
+def score(system: str, rankings: Sequence[Sequence[str]], queries: Sequence[RetrievalQuery]) -> RetrievalScore:
+    """Rankings: tool names best first, one list per query."""
+    recall = {k: float(np.mean([len(set(r[:k]) & set(q.relevant)) / len(q.relevant) for r, q in zip(rankings, queries)])) for k in CUTOFFS}
+    reciprocal = []
+    for ranking, query in zip(rankings, queries):
+        ranks = [ranking.index(name) + 1 for name in query.relevant if name in ranking]
+        reciprocal.append(1.0 / min(ranks) if ranks else 0.0)
+    return RetrievalScore(system, len(queries), recall, float(np.mean(reciprocal)))
+
+
+def embedding_rankings(
+    tools: Sequence[dict[str, Any]], queries: Sequence[RetrievalQuery], embed: Callable[[list[str], str], np.ndarray], max_chars: int
+) -> list[list[str]]:
+    names = [t["name"] for t in tools]
+    documents = embed([tool_text(t, max_chars) for t in tools], "document")
+    query_vectors = embed([q.query for q in queries], "query")
+    return [[names[i] for i in np.argsort(-scores, kind="stable")] for scores in query_vectors @ documents.T]
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+def bm25_rankings(tools: Sequence[dict[str, Any]], queries: Sequence[RetrievalQuery], max_chars: int) -> list[list[str]]:
+    from rank_bm25 import BM25Okapi
+
+    names = [t["name"] for t in tools]
+    index = BM25Okapi([_words(tool_text(t, max_chars)) for t in tools])
+    return [[names[i] for i in np.argsort(-index.get_scores(_words(q.query)), kind="stable")] for q in queries]
+
+
+def render(scores: Sequence[RetrievalScore], tools: int) -> str:
+    lines = [
+        "| system | queries | tools | recall@1 | recall@5 | recall@10 | MRR |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for s in scores:
+        lines.append(f"| {s.system} | {s.queries} | {tools} | {s.recall[1]:.3f} | {s.recall[5]:.3f} | {s.recall[10]:.3f} | {s.mrr:.3f} |")
+    return "\n".join(lines)

@@ -1,0 +1,189 @@
+"""The semantic tool filter: rank a caller's MCP or OpenAI tools against a query, keep the top ones.
+
+A tool's text is its name, description and parameter names and descriptions, embedded as a
+document; the query is embedded as a query (with the model's instruction). Scores are cosine
+similarities. Whatever goes wrong (the backend is down, a timeout), the filter fails open: every
+tool comes back, flagged `filtered: false` with the reason, so a router never loses its tools.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from .tools import Tool, ToolError, ToolRegistry
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TOP_K = 10
+DEFAULT_THRESHOLD = 0.3
+PARAMETERS_LISTED = 20  # parameter names and descriptions kept per tool: enough to say what it does
+
+
+class Embeddings(Protocol):
+    """Cached tool vectors and fresh query vectors (cache.embeddings.ToolEmbeddings in the service)."""
+
+    async def documents(self, texts: Sequence[str]) -> np.ndarray: ...
+    async def query(self, text: str) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class Selection:
+    indices: list[int]  # into the caller's tool list, best first
+    scores: list[float]  # cosine similarity of each selected tool
+    total: int
+    filtered: bool
+    reason: str | None = None
+
+
+def tool_name(tool: dict[str, Any]) -> str:
+    return str(_function(tool).get("name") or "")
+
+
+def _function(tool: Any) -> dict[str, Any]:
+    """The tool's own fields: OpenAI function tools wrap them in "function"; MCP tools do not."""
+    if not isinstance(tool, dict):
+        raise ToolError(f"a tool must be an object, got {type(tool).__name__}")
+    inner = tool.get("function") if tool.get("type") == "function" else None
+    fields = inner if isinstance(inner, dict) else tool
+    if not isinstance(fields.get("name"), str) or not fields["name"]:
+        raise ToolError("every tool needs a name")
+    return fields
+
+
+def tool_text(tool: dict[str, Any], max_chars: int) -> str:
+    """Name (also spelled as words), description, then each parameter's name and description."""
+    fields = _function(tool)
+    name = fields["name"]
+    words = name.replace("__", " ").replace("_", " ").replace("-", " ").replace(".", " ")
+    parts = [f"{words} ({name})" if words != name else name]
+    if isinstance(fields.get("description"), str) and fields["description"].strip():
+        parts.append(fields["description"].strip())
+    schema = fields.get("inputSchema") or fields.get("input_schema") or fields.get("parameters") or {}
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if isinstance(properties, dict) and properties:
+        described = []
+        for param, spec in list(properties.items())[:PARAMETERS_LISTED]:
+            description = spec.get("description") if isinstance(spec, dict) else None
+            described.append(f"{param}: {description}" if isinstance(description, str) and description else str(param))
+        parts.append("Parameters: " + "; ".join(described))
+    return ". ".join(parts)[:max_chars]
+
+
+def query_from(arguments: dict[str, Any]) -> str:
+    """`query`, else the last user message of `messages` (OpenAI or MCP shapes, text parts joined)."""
+    query = arguments.get("query")
+    if isinstance(query, str) and query.strip():
+        return query
+    messages = arguments.get("messages")
+    if isinstance(messages, list):
+        for message in reversed(messages):
+            if isinstance(message, dict) and message.get("role") == "user":
+                text = _content_text(message.get("content"))
+                if text.strip():
+                    return text
+    raise ToolError("give a non-empty `query`, or `messages` with a user message that has text")
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, dict):  # MCP: {"type": "text", "text": ...}
+        content = [content]
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") in ("text", "input_text"))
+    return ""
+
+
+class ToolFilter:
+    def __init__(self, embeddings: Embeddings, *, max_text_length: int, max_tools: int) -> None:
+        self.embeddings = embeddings
+        self.max_text_length = max_text_length
+        self.max_tools = max_tools
+
+    async def select(self, query: str, tools: Sequence[dict[str, Any]], top_k: int, threshold: float) -> Selection:
+        """Raises ToolError for bad input; fails open (all tools, filtered False) on anything else."""
+        if len(tools) > self.max_tools:
+            raise ToolError(f"{len(tools)} tools: at most {self.max_tools} per call")
+        texts = [tool_text(tool, self.max_text_length) for tool in tools]  # ToolError on a malformed tool
+        if not tools:
+            return Selection([], [], 0, True)
+        try:
+            documents = await self.embeddings.documents(texts)
+            query_vector = await self.embeddings.query(query[: self.max_text_length])
+        except Exception as exc:  # noqa: BLE001 - fail open on any failure: the router keeps every tool
+            log.warning("tool filter failed open for %d tools: %s", len(tools), exc)
+            return Selection(list(range(len(tools))), [], len(tools), False, f"{type(exc).__name__}: {exc}")
+        scores = documents @ query_vector
+        order = sorted(range(len(tools)), key=lambda i: (-float(scores[i]), i))  # stable on ties
+        kept = [i for i in order if scores[i] >= threshold][:top_k]
+        return Selection(kept, [float(scores[i]) for i in kept], len(tools), True)
+
+
+def select_tools_schema(max_tools: int) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "The user's request."},
+            "messages": {"type": "array", "description": "A chat (OpenAI or MCP messages); the last user message is the query."},
+            "tools": {
+                "type": "array",
+                "maxItems": max_tools,
+                "description": "MCP tools ({name, description, inputSchema}) or OpenAI tools ({type: function, function: {...}}).",
+            },
+            "top_k": {"type": "integer", "minimum": 1, "default": DEFAULT_TOP_K},
+            "threshold": {"type": "number", "minimum": -1, "maximum": 1, "default": DEFAULT_THRESHOLD},
+        },
+        "required": ["tools"],
+        "additionalProperties": False,
+    }
+
+
+def register_tool_filter(registry: ToolRegistry, tool_filter: ToolFilter) -> None:
+    async def select_tools(arguments: dict[str, Any]) -> dict[str, Any]:
+        tools = arguments["tools"]
+        selection = await tool_filter.select(
+            query_from(arguments), tools, int(arguments.get("top_k", DEFAULT_TOP_K)), float(arguments.get("threshold", DEFAULT_THRESHOLD))
+        )
+        out: dict[str, Any] = {
+            "tools": [{"name": tool_name(tools[i]), "score": s} for i, s in zip(selection.indices, selection.scores)]
+            if selection.filtered
+            else [{"name": tool_name(t)} for t in tools],
+            "filtered": selection.filtered,
+            "total": selection.total,
+            "kept": len(selection.indices),
+        }
+        if selection.reason:
+            out["reason"] = selection.reason
+        return out
+
+    registry.register(
+        Tool(
+            name="select_tools",
+            title="Select relevant tools",
+            description="Rank a tool list (MCP or OpenAI tools) against a query, or the last user message of `messages`, "
+            "and return the names of the top_k tools whose cosine similarity is at least threshold, best first, with "
+            "their scores. If the embedding backend fails, every tool is returned with filtered=false and the reason.",
+            input_schema=select_tools_schema(tool_filter.max_tools),
+            output_schema={
+                "type": "object",
+                "properties": {
+                    "tools": {
+                        "type": "array",
+                        "items": {"type": "object", "properties": {"name": {"type": "string"}, "score": {"type": "number"}}},
+                    },
+                    "filtered": {"type": "boolean"},
+                    "total": {"type": "integer"},
+                    "kept": {"type": "integer"},
+                    "reason": {"type": "string"},
+                },
+                "required": ["tools", "filtered", "total", "kept"],
+            },
+            handler=select_tools,
+            annotations={"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False},
+        )
+    )

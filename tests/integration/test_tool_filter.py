@@ -1,0 +1,118 @@
+"""The semantic tool filter on the real model and a real Redis, in process.
+
+Its ranking equals a brute-force cosine ranking computed here with the same encoder; a tool list
+seen before costs one model call (the query), also for a second gateway that shares the Redis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from prometheus_client import CollectorRegistry
+
+from mcp_classifier.backend.base import EmbeddingKind
+from mcp_classifier.cache.metrics import RedisMetrics
+from mcp_classifier.cache.redis_link import RedisLink
+from mcp_classifier.core.encoder import TextEncoder
+from mcp_classifier.protocol.tool_filter import tool_text
+from mcp_classifier.settings import Settings
+from mcp_classifier.wiring import build_dispatcher, build_local_backend, build_tool_filter
+from tests.support.redis_server import RedisServer
+
+SERVERS = ["github", "jira", "slack", "gmail", "drive", "calendar", "weather", "postgres"]
+ACTIONS = ["search", "get", "create", "update", "delete", "list", "comment on", "share", "archive", "export"]
+OBJECTS = ["issue", "pull request", "message", "email", "file", "event", "forecast", "table", "channel", "folder"]
+
+
+def tool_list(n: int) -> list[dict[str, Any]]:
+    tools = []
+    for i in range(n):
+        server, action, obj = SERVERS[i % 8], ACTIONS[(i // 8) % 10], OBJECTS[(i // 80 + i) % 10]
+        tools.append({
+            "name": f"{server}__{action.replace(' ', '_')}_{obj.replace(' ', '_')}_{i}",
+            "description": f"{action.capitalize()} a {obj} in {server}.",
+            "inputSchema": {"type": "object", "properties": {"id": {"type": "string", "description": f"the {obj} id"}}},
+        })  # fmt: skip
+    return tools
+
+
+class CountingEmbeds:
+    """The real backend, counting its embed calls by kind."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.embeds: list[tuple[str, int]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> np.ndarray:
+        self.embeds.append((kind, len(texts)))
+        return await self.inner.embed(texts, kind)
+
+
+async def _call(dispatcher: Any, arguments: dict[str, Any]) -> dict[str, Any]:
+    result = await dispatcher.call("tools/call", {"name": "select_tools", "arguments": arguments})
+    assert result["isError"] is False, result
+    return result["structuredContent"]
+
+
+def test_selection_equals_brute_force_cosine_and_lists_are_cached_across_gateways(tmp_path: Any) -> None:
+    redis = RedisServer(tmp_path).start()
+    try:
+        asyncio.run(_scenario(redis))
+    finally:
+        redis.stop()
+
+
+async def _scenario(redis: RedisServer) -> None:
+    settings = Settings(backend="local")
+    backend = CountingEmbeds(build_local_backend(settings))
+    links = [
+        RedisLink(redis.url, timeout_s=1, connect_timeout_s=1, failure_threshold=3, cooldown_s=1, metrics=RedisMetrics(CollectorRegistry()))
+        for _ in range(2)
+    ]
+    # two "gateways": separate tool filters (separate in-process LRUs) sharing one Redis and one model
+    gateways = [build_dispatcher(settings, backend, build_tool_filter(settings, backend, link)) for link in links]
+    await backend.start()
+    for link in links:
+        await link.start()
+    tools = tool_list(200)
+    query = "open a new bug report in jira about the login page"
+    try:
+        first = await _call(gateways[0], {"query": query, "tools": tools, "top_k": 10, "threshold": 0.0})
+        assert backend.embeds == [("document", 200), ("query", 1)]  # every tool in one call, then the query
+
+        # brute force, independently: the same encoder, every tool text and the query, cosine, sorted
+        encoder = TextEncoder("builtin:minilm", device="cpu")
+        documents = encoder.encode_documents([tool_text(t, settings.max_text_length) for t in tools])
+        scores = documents @ encoder.encode_queries([query])[0]
+        expected = sorted(range(200), key=lambda i: (-scores[i], i))[:10]
+        # Same order, same scores. Two encoder instances may plan their sub-batches differently, which moves
+        # a float32 cosine by ~1e-7: a swap is accepted only between tools whose scores are that close.
+        index_of = {t["name"]: i for i, t in enumerate(tools)}
+        for position, picked in enumerate(first["tools"]):
+            want = expected[position]
+            assert picked["name"] == tools[want]["name"] or abs(scores[index_of[picked["name"]]] - scores[want]) < 1e-5
+            assert abs(picked["score"] - float(scores[want])) < 1e-5
+
+        backend.embeds.clear()
+        await _call(gateways[0], {"query": "what's the weather tomorrow", "tools": tools})
+        assert backend.embeds == [("query", 1)]  # the same list again: one model call, for the query
+
+        await asyncio.sleep(0.3)  # the first gateway's write-behind reaches Redis
+        backend.embeds.clear()
+        await _call(gateways[1], {"query": "share the budget file", "tools": tools})
+        assert backend.embeds == [("query", 1)]  # the other gateway finds the vectors in Redis
+
+        backend.embeds.clear()
+        changed = [{**t, "description": t["description"] + " Now with labels."} if i == 7 else t for i, t in enumerate(tools)]
+        await _call(gateways[1], {"query": "share the budget file", "tools": changed})
+        assert backend.embeds == [("document", 1), ("query", 1)]  # one changed tool: its embedding and the query
+    finally:
+        for link in links:
+            await link.close()
+        await backend.close()
