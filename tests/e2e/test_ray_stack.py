@@ -172,14 +172,15 @@ def test_the_tool_filter_runs_on_the_replicas_over_grpc_and_ranks_like_the_local
     query = "is it going to rain in Oslo this weekend"
     with httpx.Client(base_url=ray_stack.url, timeout=60) as client:
         result = client.post(
-            "/mcp/tools/call", json={"name": "select_tools", "arguments": {"query": query, "tools": tools, "threshold": 0}}
+            "/mcp/tools/call", json={"name": "select_tools", "arguments": {"query": query, "tools": tools, "threshold": -1}}
         )
         payload = result.json()["structuredContent"]
         response = client.post("/v1/tools/filter", json={"query": query, "tools": tools, "top_k": 1, "threshold": 0})
     encoder = build_classifier(Settings(model="builtin:minilm")).encoder
     scores = encoder.encode_documents([tool_text(t, 8192) for t in tools]) @ encoder.encode_queries([query])[0]
-    assert payload["filtered"] is True
-    assert [t["name"] for t in payload["tools"]] == [tools[i]["name"] for i in sorted(range(4), key=lambda i: -scores[i])]
+    assert payload["filtered"] is True, payload
+    expected = sorted(range(4), key=lambda i: -scores[i])
+    assert [t["name"] for t in payload["tools"]] == [tools[i]["name"] for i in expected], (payload, scores.tolist())
     assert [t["score"] for t in payload["tools"]] == pytest.approx(sorted(scores.tolist(), reverse=True), abs=1e-5)
     assert response.status_code == 200 and response.json()["tools"] == [tools[0]]
     assert response.headers["x-tool-filter"] == "4->1"
