@@ -48,11 +48,12 @@ def locust_command(options: LoadtestOptions, host: str, out: Path, user_classes:
         "--csv", str(out / "locust"), "--csv-full-history", "--html", str(out / "report.html"),
         "--only-summary", "--stop-timeout", str(STOP_TIMEOUT_S), "--loglevel", "WARNING",
     ]  # fmt: skip
-    if user_classes:  # --compare: the workload every MCP classifier can answer (classify_batch is ours)
-        command += ["--exclude-tags", "batch"]
     if options.processes > 1:
         command += ["--processes", str(options.processes)]
-    return command + user_classes
+    command += user_classes
+    if user_classes:  # --compare: the workload every MCP classifier can answer (classify_batch is ours)
+        command += ["--exclude-tags", "batch"]  # last: the option takes every word after it
+    return command
 
 
 def locust_env(options: LoadtestOptions, out: Path) -> dict[str, str]:
