@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
+from functools import cached_property, partial
 from typing import Literal, Protocol
 
 import numpy as np
@@ -73,13 +73,16 @@ class NeighbourScorer:
     n_categories: int
     prototype_weight: float = 0.0
 
-    def scores(self, query_vectors: np.ndarray) -> np.ndarray:
-        return self._scores(query_vectors @ self.example_vectors.T, query_vectors @ self.description_vectors.T, query_vectors)
+    @cached_property
+    def category_centroids(self) -> np.ndarray:
+        """Worked out once per index, not per query batch."""
+        return centroids(self.example_vectors, self.labels, self.description_vectors)
 
-    def _scores(self, example_sims: np.ndarray, description_sims: np.ndarray, query_vectors: np.ndarray) -> np.ndarray:
-        scores = category_scores(example_sims, self.labels, self.n_categories, description_sims, top_k=TOP_K)
+    def scores(self, query_vectors: np.ndarray) -> np.ndarray:
+        description_sims = query_vectors @ self.description_vectors.T
+        scores = category_scores(query_vectors @ self.example_vectors.T, self.labels, self.n_categories, description_sims, top_k=TOP_K)
         if self.prototype_weight:
-            centroid_sims = query_vectors @ _centroids(self.example_vectors, self.labels, self.description_vectors).T
+            centroid_sims = query_vectors @ self.category_centroids.T
             blended = (1 - DESCRIPTION_WEIGHT) * centroid_sims + DESCRIPTION_WEIGHT * description_sims
             scores = (1 - self.prototype_weight) * scores + self.prototype_weight * blended
         return scores
@@ -93,15 +96,15 @@ class NeighbourScorer:
             centroid_sims = np.empty_like(scores)
             for i in range(len(self.labels)):
                 keep = np.arange(len(self.labels)) != i
-                centroids = _centroids(self.example_vectors[keep], self.labels[keep], self.description_vectors)
-                centroid_sims[i] = centroids @ self.example_vectors[i]
+                others = centroids(self.example_vectors[keep], self.labels[keep], self.description_vectors)
+                centroid_sims[i] = others @ self.example_vectors[i]
             description_sims = self.example_vectors @ self.description_vectors.T
             blended = (1 - DESCRIPTION_WEIGHT) * centroid_sims + DESCRIPTION_WEIGHT * description_sims
             scores = (1 - self.prototype_weight) * scores + self.prototype_weight * blended
         return scores
 
 
-def _centroids(example_vectors: np.ndarray, labels: np.ndarray, description_vectors: np.ndarray) -> np.ndarray:
+def centroids(example_vectors: np.ndarray, labels: np.ndarray, description_vectors: np.ndarray) -> np.ndarray:
     """Unit mean vector per category; the description stands in for a category with no examples."""
     out = description_vectors.copy()
     for c in range(description_vectors.shape[0]):

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..core.categories import CategoryConfig
-from ..core.scorers import ScoringMethod, fit_scorer, stratified_folds
+from ..core.scorers import ScoringMethod, centroids, fit_scorer, stratified_folds
 from .metrics import expected_calibration_error
 
 MIN_FOLDS, MAX_FOLDS = 2, 5
@@ -206,15 +206,10 @@ def write_report(d: Diagnosis, out_dir: Path, config: CategoryConfig, centroid_s
 
 
 def centroid_similarity(config: CategoryConfig, example_vectors: np.ndarray, description_vectors: np.ndarray) -> np.ndarray:
-    centroids = description_vectors.copy()
-    start = 0
-    for c, category in enumerate(config.categories):
-        members = example_vectors[start : start + len(category.examples)]
-        start += len(category.examples)
-        if len(members):
-            mean = members.mean(axis=0)
-            centroids[c] = mean / max(float(np.linalg.norm(mean)), 1e-12)
-    return centroids @ centroids.T
+    """Cosine of the category centroids, the prototype scorer's own (examples in file order)."""
+    labels = np.array([i for i, category in enumerate(config.categories) for _ in category.examples], dtype=np.int64)
+    unit = centroids(example_vectors, labels, description_vectors)
+    return unit @ unit.T
 
 
 def _heatmap(matrix: np.ndarray, names: list[str], path: Path) -> bool:
