@@ -29,7 +29,7 @@ import orjson
 
 from loadtests.harness.loadgen import JSON_HEADERS, percentile, run_event_loop, session_for
 from loadtests.harness.servers import Server
-from mcp_classifier.protocol.tool_filter import tool_text
+from mcp_classifier.protocol.tool_ranking import tool_summary
 from mcp_classifier.settings import Settings
 from mcp_classifier.wiring import build_classifier
 
@@ -56,7 +56,7 @@ def raw_forward_ms(sizes: Sequence[int], repeats: int) -> dict[int, float]:
     encoder = build_classifier(Settings()).encoder
     out = {}
     for n in sizes:
-        texts = [tool_text(t, 8192) for t in tools_of(n, " (raw)")]
+        texts = [tool_summary(t, 8192) for t in tools_of(n, " (raw)")]  # what the filter embeds
         encoder.encode_documents(texts)  # warm-up
         best = float("inf")
         for _ in range(repeats):

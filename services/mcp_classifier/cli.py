@@ -243,7 +243,7 @@ def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_eval_tools(settings: Settings, args: argparse.Namespace) -> int:
     from .evaluation.dataset import DatasetError
-    from .evaluation.tool_retrieval import bm25_rankings, embedding_rankings, load_tool_set, render, score
+    from .evaluation.tool_retrieval import load_tool_set, render, score, system_rankings
     from .wiring import build_classifier
 
     tools_path = args.tools or args.queries.with_name("tools.json")
@@ -253,9 +253,16 @@ def cmd_eval_tools(settings: Settings, args: argparse.Namespace) -> int:
         raise CliError(f"eval-tools: {exc}") from exc
     print(f"eval-tools: {len(queries)} queries over {len(tools)} tools ({tools_path})", file=sys.stderr)
     classifier = build_classifier(settings)
+    rankings = system_rankings(tools, queries, classifier.embed, settings.max_text_length, settings.tool_lexical_weight)
+    served = f" (tool_ranking={settings.tool_ranking}: what the service ranks with)"
     scores = [
-        score(f"embeddings {settings.model}", embedding_rankings(tools, queries, classifier.embed, settings.max_text_length), queries),
-        score("BM25 (rank-bm25)", bm25_rankings(tools, queries, settings.max_text_length), queries),
+        score(
+            f"hybrid: {settings.model} + BM25, weight {settings.tool_lexical_weight:g}" + served * (settings.tool_ranking == "hybrid"),
+            rankings["hybrid"],
+            queries,
+        ),
+        score(f"embeddings {settings.model} alone" + served * (settings.tool_ranking == "embedding"), rankings["embedding"], queries),
+        score("BM25 (rank-bm25), same tool texts", rankings["bm25"], queries),
     ]
     print(render(scores, len(tools)))
     return 0

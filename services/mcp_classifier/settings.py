@@ -128,6 +128,15 @@ class Settings(BaseSettings):
         20000, ge=0, description="Tool-description vectors kept in process (LRU); Redis keeps them too when the cache is on."
     )
     tool_embedding_ttl_s: int = Field(86400, ge=1, description="Seconds a tool-description vector lives in Redis.")
+    tool_ranking: Literal["hybrid", "embedding"] = Field(
+        "hybrid",
+        description="How select_tools orders tools: hybrid adds BM25 over the full tool text to the cosine (per-query z-scores); "
+        "embedding is the cosine order alone.",
+    )
+    tool_lexical_weight: float = Field(
+        0.3, ge=0, le=1, description="hybrid ranking: the BM25 share of the order (the cosine has the rest)."
+    )
+    tool_lexical_indexes: int = Field(64, ge=0, description="hybrid ranking: BM25 indexes of recent tool lists kept in process (LRU).")
     max_body_bytes: int = Field(1_048_576, ge=1024, description="Largest HTTP request body accepted (413 beyond).")
     log_level: Literal["debug", "info", "warning", "error", "critical"] = Field("info", description="Log level (logs go to stderr).")
 

@@ -93,8 +93,24 @@ def build_backend(settings: Settings, *, force_local: bool = False) -> Classific
 # ---- protocol ------------------------------------------------------------------------------------
 def build_tool_filter(settings: Settings, backend: ClassificationBackend, link: RedisLink | None = None) -> ToolFilter:
     """The semantic tool filter on the same backend: tool vectors cached in process, and in Redis when there is one."""
-    embeddings = ToolEmbeddings(backend, link, capacity=settings.tool_embedding_cache_entries, ttl_s=settings.tool_embedding_ttl_s)
-    return ToolFilter(embeddings, max_text_length=settings.max_text_length, max_tools=settings.max_tools)
+    embeddings = ToolEmbeddings(
+        backend,
+        link,
+        capacity=settings.tool_embedding_cache_entries,
+        ttl_s=settings.tool_embedding_ttl_s,
+        query_batch_size=settings.batch_size,
+        query_batch_window_ms=settings.batch_window_ms,
+        max_queued_queries=settings.max_queue,
+        query_timeout_s=settings.request_timeout_s,
+    )
+    return ToolFilter(
+        embeddings,
+        max_text_length=settings.max_text_length,
+        max_tools=settings.max_tools,
+        ranking=settings.tool_ranking,
+        lexical_weight=settings.tool_lexical_weight,
+        lexical_indexes=settings.tool_lexical_indexes,
+    )
 
 
 def build_dispatcher(settings: Settings, backend: ClassificationBackend, tool_filter: ToolFilter | None = None) -> McpDispatcher:

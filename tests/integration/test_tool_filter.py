@@ -1,6 +1,6 @@
 """The semantic tool filter on the real model and a real Redis, in process.
 
-Its ranking equals a brute-force cosine ranking computed here with the same encoder; a tool list
+Its embedding ranking equals a brute-force cosine ranking computed here with the same encoder; a tool list
 seen before costs one model call (the query), also for a second gateway that shares the Redis.
 """
 
@@ -17,7 +17,7 @@ from mcp_classifier.backend.base import EmbeddingKind
 from mcp_classifier.cache.metrics import RedisMetrics
 from mcp_classifier.cache.redis_link import RedisLink
 from mcp_classifier.core.encoder import TextEncoder
-from mcp_classifier.protocol.tool_filter import tool_text
+from mcp_classifier.protocol.tool_ranking import tool_summary
 from mcp_classifier.settings import Settings
 from mcp_classifier.wiring import build_dispatcher, build_local_backend, build_tool_filter
 from tests.support.redis_server import RedisServer
@@ -69,7 +69,7 @@ def test_selection_equals_brute_force_cosine_and_lists_are_cached_across_gateway
 
 
 async def _scenario(redis: RedisServer) -> None:
-    settings = Settings(backend="local")
+    settings = Settings(backend="local", tool_ranking="embedding")  # the pure cosine order; unit tests pin the hybrid one
     backend = CountingEmbeds(build_local_backend(settings))
     links = [
         RedisLink(redis.url, timeout_s=1, connect_timeout_s=1, failure_threshold=3, cooldown_s=1, metrics=RedisMetrics(CollectorRegistry()))
@@ -88,7 +88,7 @@ async def _scenario(redis: RedisServer) -> None:
 
         # brute force, independently: the same encoder, every tool text and the query, cosine, sorted
         encoder = TextEncoder("builtin:minilm", device="cpu")
-        documents = encoder.encode_documents([tool_text(t, settings.max_text_length) for t in tools])
+        documents = encoder.encode_documents([tool_summary(t, settings.max_text_length) for t in tools])
         scores = documents @ encoder.encode_queries([query])[0]
         expected = sorted(range(200), key=lambda i: (-scores[i], i))[:10]
         # Same order, same scores. Two encoder instances may plan their sub-batches differently, which moves

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
 import numpy as np
 import pytest
+from rank_bm25 import BM25Okapi
 
 from mcp_classifier.backend.base import BackendUnavailable
-from mcp_classifier.protocol.tool_filter import tool_text
+from mcp_classifier.cache.embeddings import ToolEmbeddings
+from mcp_classifier.protocol.tool_ranking import tool_summary, tool_text
 from mcp_classifier.settings import Settings
 from mcp_classifier.transports.http import create_app
 from mcp_classifier.wiring import build_dispatcher, build_tool_filter
@@ -29,10 +32,10 @@ def many_tools(n: int) -> list[dict[str, Any]]:
     return [{"name": f"server{i % 7}__tool_{i}", "description": f"Does thing number {i} for topic {i % 13}."} for i in range(n)]
 
 
-@pytest.fixture()
-def setup() -> Any:
+@pytest.fixture(params=["hybrid"])
+def setup(request: pytest.FixtureRequest) -> Any:
     backend = FakeBackend()
-    settings = Settings()
+    settings = Settings(tool_ranking=request.param)
     tool_filter = build_tool_filter(settings, backend)
     app = create_app(
         build_dispatcher(settings, backend, tool_filter), backend, max_body_bytes=DEFAULT_MAX_BODY_BYTES, tool_filter=tool_filter
@@ -47,18 +50,45 @@ def select(client: httpx.Client, arguments: dict[str, Any]) -> dict[str, Any]:
     return response.json()
 
 
-def test_ranking_is_the_cosine_order_over_threshold_with_scores(setup: Any) -> None:
+def cosines(query: str, tools: list[dict[str, Any]]) -> np.ndarray:
+    """What the fake encoder gives: bag-of-words cosine between the query and each tool's summary."""
+    return np.array([float(bag_of_words_vector(tool_summary(t, 8192)) @ bag_of_words_vector(query)) for t in tools])
+
+
+def words(text: str) -> list[str]:
+    return "".join(c if c.isalnum() else " " for c in text.lower()).split()
+
+
+@pytest.mark.parametrize("setup", ["embedding"], indirect=True)
+def test_embedding_ranking_is_the_cosine_order_over_threshold_with_scores(setup: Any) -> None:
     client, _ = setup
     query = "will it rain in Oslo tomorrow, what is the forecast"
     result = select(client, {"query": query, "tools": TOOLS, "top_k": 2, "threshold": 0.0})["structuredContent"]
-    q = bag_of_words_vector(query)
-    expected = sorted(((float(bag_of_words_vector(tool_text(t, 8192)) @ q), t["name"]) for t in TOOLS), key=lambda x: -x[0])[:2]
-    assert [t["name"] for t in result["tools"]] == [name for _, name in expected]
-    assert [t["score"] for t in result["tools"]] == pytest.approx([s for s, _ in expected], abs=1e-6)
+    scores = cosines(query, TOOLS)
+    expected = sorted(range(len(TOOLS)), key=lambda i: -scores[i])[:2]
+    assert [t["name"] for t in result["tools"]] == [TOOLS[i]["name"] for i in expected]
+    assert [t["score"] for t in result["tools"]] == pytest.approx([scores[i] for i in expected], abs=1e-6)
     assert result["tools"][0]["name"] == "weather__forecast" and result["filtered"] is True
     assert result["total"] == 4 and result["kept"] == 2
     strict = select(client, {"query": query, "tools": TOOLS, "threshold": 0.99})["structuredContent"]
     assert strict["tools"] == [] and strict["filtered"] is True  # nothing is similar enough
+
+
+def test_hybrid_ranking_adds_bm25_over_the_full_text_to_the_cosine_as_z_scores(setup: Any) -> None:
+    client, _ = setup
+    tools = [*TOOLS, *many_tools(30)]
+    query = "post the channel name and a summary about topic 3"
+    result = select(client, {"query": query, "tools": tools, "top_k": 8, "threshold": -1.0})["structuredContent"]
+    # independently: the cosine of the summaries, BM25 (rank-bm25) over the full texts, z-scored per query, 0.7/0.3
+    scores = cosines(query, tools)
+    lexical = np.asarray(BM25Okapi([words(tool_text(t, 8192)) for t in tools]).get_scores(words(query)))
+    fused = 0.7 * (scores - scores.mean()) / scores.std() + 0.3 * (lexical - lexical.mean()) / lexical.std()
+    expected = sorted(range(len(tools)), key=lambda i: (-fused[i], i))[:8]
+    assert [t["name"] for t in result["tools"]] == [tools[i]["name"] for i in expected]
+    assert [t["score"] for t in result["tools"]] == pytest.approx([scores[i] for i in expected], abs=1e-6)  # still the cosine
+    assert expected != sorted(range(len(tools)), key=lambda i: (-scores[i], i))[:8]  # the words changed the order
+    strict = select(client, {"query": query, "tools": tools, "top_k": 8, "threshold": 0.3})["structuredContent"]
+    assert [t["name"] for t in strict["tools"]] == [tools[i]["name"] for i in expected if scores[i] >= 0.3]  # threshold on the cosine
 
 
 def test_a_list_seen_before_costs_one_query_embedding_and_a_changed_tool_only_itself(setup: Any) -> None:
@@ -131,8 +161,35 @@ def test_select_tools_bad_input_is_a_tool_error_and_too_many_tools_are_refused(s
     assert backend.embed_calls == []
 
 
-def test_tool_text_holds_name_description_and_parameters() -> None:
+def test_tool_text_holds_name_description_and_parameters_and_the_summary_leaves_parameters_out() -> None:
+    assert tool_summary(TOOLS[2], 8192) == "slack post message (slack__post_message). Post a message to a Slack channel."
     text = tool_text(TOOLS[2], 8192)
     assert text.startswith("slack post message (slack__post_message). Post a message to a Slack channel.")
     assert "Parameters: channel: channel name; text" in text
     assert np.isclose(np.linalg.norm(bag_of_words_vector(text)), 1.0)
+
+
+class SlowEmbeds(FakeBackend):
+    """A backend whose embed call takes a moment, as a model forward does."""
+
+    async def embed(self, texts: Any, kind: Any) -> np.ndarray:
+        await asyncio.sleep(0.02)
+        return await super().embed(texts, kind)
+
+
+def test_concurrent_query_embeddings_share_backend_calls_and_each_gets_its_own_vector() -> None:
+    queries = [f"query number {i} about topic {i % 5}" for i in range(16)]
+
+    async def scenario() -> tuple[SlowEmbeds, list[np.ndarray]]:
+        backend = SlowEmbeds()
+        embeddings = ToolEmbeddings(backend, None, capacity=100, ttl_s=60, query_batch_size=32, query_batch_window_ms=2)
+        vectors = await asyncio.gather(*(embeddings.query(q) for q in queries))
+        await embeddings.close()
+        return backend, list(vectors)
+
+    backend, vectors = asyncio.run(scenario())
+    calls = [texts for kind, texts in backend.embed_calls if kind == "query"]
+    assert len(calls) <= 2, calls  # 16 routers asking at once: one call, or two when the first left early
+    assert sorted(t for call in calls for t in call) == sorted(queries)
+    for query, vector in zip(queries, vectors):
+        assert np.allclose(vector, bag_of_words_vector(query))

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from mcp_classifier.evaluation.dataset import DatasetError
-from mcp_classifier.evaluation.tool_retrieval import RetrievalQuery, bm25_rankings, load_tool_set, render, score
+from mcp_classifier.evaluation.tool_retrieval import RetrievalQuery, load_tool_set, render, score, system_rankings
+from tests.support.fake_backend import bag_of_words_vector
 
 QUERIES = [RetrievalQuery("q1", ("a",)), RetrievalQuery("q2", ("b", "c"))]
 
@@ -23,14 +25,21 @@ def test_recall_at_k_and_mrr_as_defined() -> None:
     assert "| s | 2 | 4 | 0.250 | 0.750 | 1.000 | 0.750 |" in render([s], 4)
 
 
-def test_bm25_ranks_the_tool_that_shares_the_words_first() -> None:
+def fake_embed(texts: list[str], kind: str) -> np.ndarray:
+    return np.vstack([bag_of_words_vector(t) for t in texts])
+
+
+def test_every_system_ranks_the_tool_that_shares_the_words_first() -> None:
     tools = [
         {"name": "weather__forecast", "description": "Weather forecast: rain and temperature for a city."},
         {"name": "slack__post_message", "description": "Post a message to a Slack channel."},
         {"name": "jira__create_issue", "description": "Create a Jira issue."},
     ]
-    (ranking,) = bm25_rankings(tools, [RetrievalQuery("post a message on slack", ("slack__post_message",))], 8192)
-    assert ranking[0] == "slack__post_message"
+    rankings = system_rankings(tools, [RetrievalQuery("post a message on slack", ("slack__post_message",))], fake_embed, 8192, 0.3)
+    assert set(rankings) == {"hybrid", "embedding", "bm25"}
+    for system, (ranking,) in rankings.items():
+        assert ranking[0] == "slack__post_message", system
+        assert sorted(ranking) == sorted(t["name"] for t in tools), system
 
 
 def test_a_query_naming_an_unknown_tool_is_refused(tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
-"""Coalesces concurrent classify calls into batches, each run by one async batch function.
+"""Coalesces concurrent calls into batches, each run by one async batch function.
 
 Hand-written because this is the product's own scheduling logic: the in-process backend feeds
-its model thread with it, and the gRPC backend turns many HTTP requests into one Classify call
-(the replicas' @serve.batch then merges calls from all gateways).
+its model thread with it, the gRPC backend turns many HTTP requests into one Classify call
+(the replicas' @serve.batch then merges calls from all gateways), and the tool filter's query
+embeddings ride one Embed call each round.
 """
 
 from __future__ import annotations
@@ -11,42 +12,45 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from opentelemetry import context as otel_context
 
-from ..core.results import ClassificationResult
 from .base import BackendError, BackendOverloaded, BackendTimeout, BackendUnavailable
 
 log = logging.getLogger(__name__)
 
+ResultT = TypeVar("ResultT")
 # (texts, the OTel context of each caller) -> one result per text
-BatchFunction = Callable[[list[str], list[otel_context.Context]], Awaitable[list[ClassificationResult]]]
+BatchFunction = Callable[[list[str], list[otel_context.Context]], Awaitable[Sequence[ResultT]]]
 
 
 @dataclass
-class _Pending:
+class _Pending(Generic[ResultT]):
     texts: Sequence[str]
     context: otel_context.Context
-    future: asyncio.Future[list[ClassificationResult]] = field(repr=False)
+    future: asyncio.Future[list[ResultT]] = field(repr=False)
 
 
-class RequestCoalescer:
+class RequestCoalescer(Generic[ResultT]):
     def __init__(
         self,
-        run_batch: BatchFunction,
+        run_batch: BatchFunction[ResultT],
         *,
         batch_size: int,
         batch_window_ms: float,
         max_queue: int,
         request_timeout_s: float,
         max_concurrent_batches: int = 1,
+        work: str = "classification",
     ) -> None:
         self._run_batch = run_batch
+        self._work = work  # what the batches do, for error messages
         self._batch_size = batch_size
         self._window_s = batch_window_ms / 1000.0
         self._timeout_s = request_timeout_s
         self._max_queue = max_queue
-        self._queue: asyncio.Queue[_Pending] | None = None
+        self._queue: asyncio.Queue[_Pending[ResultT]] | None = None
         self._slots: asyncio.Semaphore | None = None
         self._max_concurrent = max_concurrent_batches
         self._worker: asyncio.Task[None] | None = None
@@ -77,10 +81,10 @@ class RequestCoalescer:
             if not pending.future.done():
                 pending.future.set_exception(BackendUnavailable("the server is shutting down"))
 
-    async def submit(self, texts: Sequence[str]) -> list[ClassificationResult]:
+    async def submit(self, texts: Sequence[str]) -> list[ResultT]:
         if not self.running or self._queue is None:
             raise BackendUnavailable("the batcher is not running")
-        future: asyncio.Future[list[ClassificationResult]] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[list[ResultT]] = asyncio.get_running_loop().create_future()
         try:
             self._queue.put_nowait(_Pending(texts, otel_context.get_current(), future))
         except asyncio.QueueFull:
@@ -88,9 +92,9 @@ class RequestCoalescer:
         try:
             return await asyncio.wait_for(asyncio.shield(future), self._timeout_s)
         except TimeoutError:
-            raise BackendTimeout(f"classification took longer than {self._timeout_s:g} s") from None
+            raise BackendTimeout(f"{self._work} took longer than {self._timeout_s:g} s") from None
 
-    async def _gather_batch(self) -> list[_Pending]:
+    async def _gather_batch(self) -> list[_Pending[ResultT]]:
         assert self._queue is not None
         loop = asyncio.get_running_loop()
         batch = [await self._queue.get()]
@@ -143,7 +147,7 @@ class RequestCoalescer:
             self._in_flight.add(task)
             task.add_done_callback(self._in_flight.discard)
 
-    async def _execute(self, batch: list[_Pending]) -> None:
+    async def _execute(self, batch: list[_Pending[ResultT]]) -> None:
         assert self._slots is not None
         texts = [t for p in batch for t in p.texts]
         try:
@@ -151,9 +155,9 @@ class RequestCoalescer:
             if len(results) != len(texts):
                 raise BackendError(f"backend returned {len(results)} results for {len(texts)} texts")
         except Exception as exc:
-            error = exc if isinstance(exc, BackendError) else BackendError(f"classification failed: {exc}")
+            error = exc if isinstance(exc, BackendError) else BackendError(f"{self._work} failed: {exc}")
             if not isinstance(exc, BackendError):
-                log.exception("classification batch of %d texts failed", len(texts))
+                log.exception("%s batch of %d texts failed", self._work, len(texts))
             for p in batch:
                 if not p.future.done():
                     p.future.set_exception(error)
@@ -167,5 +171,5 @@ class RequestCoalescer:
         for p in batch:
             n = len(p.texts)
             if not p.future.done():
-                p.future.set_result(results[offset : offset + n])
+                p.future.set_result(list(results[offset : offset + n]))
             offset += n

@@ -4,7 +4,9 @@ A router sends the same tool list with every request; only the query is new. So 
 keyed by (model id, the tool's text) and kept: a list seen before costs one query embedding, and a
 list with one changed tool costs that tool's embedding plus the query. Redis shares the vectors
 between gateway replicas and restarts; without it the in-process LRU still does the job. Redis
-errors fail open (the link's breaker), like the classification cache.
+errors fail open (the link's breaker), like the classification cache. Query embeddings are
+never cached (queries rarely repeat) but concurrent ones are coalesced: many routers asking at
+once share one model call.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from opentelemetry import context as otel_context
 
 from ..backend.base import ClassificationBackend
+from ..backend.coalescer import RequestCoalescer
 from .redis_link import RedisLink
 
 EMBEDDING_KEY_PREFIX = "mcp-classifier:emb:v1:"  # bump v1 when the key or value layout changes
@@ -33,8 +37,20 @@ class ToolEmbeddings:
         *,
         capacity: int,
         ttl_s: int,
+        query_batch_size: int = 32,
+        query_batch_window_ms: float = 2.0,
+        max_queued_queries: int = 2048,
+        query_timeout_s: float = 30.0,
     ) -> None:
         self.backend = backend
+        self._queries: RequestCoalescer[np.ndarray] = RequestCoalescer(
+            self._embed_queries,
+            batch_size=query_batch_size,
+            batch_window_ms=query_batch_window_ms,
+            max_queue=max_queued_queries,
+            request_timeout_s=query_timeout_s,
+            work="query embedding",
+        )
         self.link = link
         self.capacity = capacity
         self.ttl_s = ttl_s
@@ -43,11 +59,18 @@ class ToolEmbeddings:
         self.model_calls = 0  # backend embed calls made for documents (tests and /health read it)
 
     async def start(self) -> None:
-        """Nothing to open: the backend and the Redis link are started by their owners."""
+        """The query coalescer binds to the serving loop; the backend and Redis link are started by their owners."""
+        if not self._queries.running:
+            self._queries.start()
 
     async def query(self, text: str) -> np.ndarray:
-        (vector,) = await self.backend.embed([text], "query")
+        """One query's vector; queries asked at the same time share one backend call."""
+        await self.start()  # no-op once running; apps built without a lifespan start it on first use
+        (vector,) = await self._queries.submit([text])
         return np.asarray(vector, dtype=np.float32)
+
+    async def _embed_queries(self, texts: list[str], _: list[otel_context.Context]) -> list[np.ndarray]:
+        return list(await self.backend.embed(texts, "query"))
 
     async def documents(self, texts: Sequence[str]) -> np.ndarray:
         """One vector per text, in order; every miss goes to the backend in a single call."""
@@ -102,6 +125,7 @@ class ToolEmbeddings:
         task.add_done_callback(self._writes.discard)
 
     async def close(self) -> None:
+        await self._queries.close()
         if self._writes:
             await asyncio.gather(*self._writes, return_exceptions=True)
 

@@ -1,15 +1,14 @@
 """`mcp-classifier eval-tools`: how well the semantic tool filter finds the tools a query needs.
 
 Recall@k (the share of a query's relevant tools in the top k, averaged over queries) and MRR (the
-reciprocal rank of the first relevant tool), for the embedding ranking the service uses and, in the
-same run on the same tool texts, a BM25 baseline (rank-bm25): the keyword ranking a proxy could do
-without a model.
+reciprocal rank of the first relevant tool), for both rankings the service offers (hybrid and
+embedding alone, with the texts and fusion the service uses) and, in the same run on the same tool
+texts, a BM25 baseline (rank-bm25): the keyword ranking a proxy could do without a model.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..protocol.tool_filter import tool_text
+from ..protocol.tool_ranking import LexicalIndexes, fuse, tool_summary, tool_text
 from .dataset import DatasetError
 
 CUTOFFS = (1, 5, 10)
@@ -73,25 +72,29 @@ def score(system: str, rankings: Sequence[Sequence[str]], queries: Sequence[Retr
     return RetrievalScore(system, len(queries), recall, float(np.mean(reciprocal)))
 
 
-def embedding_rankings(
-    tools: Sequence[dict[str, Any]], queries: Sequence[RetrievalQuery], embed: Callable[[list[str], str], np.ndarray], max_chars: int
-) -> list[list[str]]:
+def _ranked(names: Sequence[str], scores: np.ndarray) -> list[list[str]]:
+    return [[names[i] for i in np.argsort(-row, kind="stable")] for row in scores]
+
+
+def system_rankings(
+    tools: Sequence[dict[str, Any]],
+    queries: Sequence[RetrievalQuery],
+    embed: Callable[[list[str], str], np.ndarray],
+    max_chars: int,
+    lexical_weight: float,
+) -> dict[str, list[list[str]]]:
+    """Each system's rankings, keyed "hybrid", "embedding" and "bm25", from one pass of the encoder."""
     names = [t["name"] for t in tools]
-    documents = embed([tool_text(t, max_chars) for t in tools], "document")
-    query_vectors = embed([q.query for q in queries], "query")
-    return [[names[i] for i in np.argsort(-scores, kind="stable")] for scores in query_vectors @ documents.T]
-
-
-def _words(text: str) -> list[str]:
-    return re.findall(r"[a-z0-9]+", text.lower())
-
-
-def bm25_rankings(tools: Sequence[dict[str, Any]], queries: Sequence[RetrievalQuery], max_chars: int) -> list[list[str]]:
-    from rank_bm25 import BM25Okapi
-
-    names = [t["name"] for t in tools]
-    index = BM25Okapi([_words(tool_text(t, max_chars)) for t in tools])
-    return [[names[i] for i in np.argsort(-index.get_scores(_words(q.query)), kind="stable")] for q in queries]
+    documents = embed([tool_summary(t, max_chars) for t in tools], "document")
+    cosines = embed([q.query for q in queries], "query") @ documents.T
+    texts = [tool_text(t, max_chars) for t in tools]
+    index = LexicalIndexes(capacity=1)
+    lexical = np.vstack([index.scores(texts, q.query[:max_chars]) for q in queries])
+    return {
+        "hybrid": _ranked(names, fuse(cosines, lexical, lexical_weight)),
+        "embedding": _ranked(names, cosines),
+        "bm25": _ranked(names, lexical),
+    }
 
 
 def render(scores: Sequence[RetrievalScore], tools: int) -> str:

@@ -1,9 +1,11 @@
 """The semantic tool filter: rank a caller's MCP or OpenAI tools against a query, keep the top ones.
 
-A tool's text is its name, description and parameter names and descriptions, embedded as a
-document; the query is embedded as a query (with the model's instruction). Scores are cosine
-similarities. Whatever goes wrong (the backend is down, a timeout), the filter fails open: every
-tool comes back, flagged `filtered: false` with the reason, so a router never loses its tools.
+A tool's name and description are embedded as a document, the query as a query (with the model's
+instruction); the order is the cosine order, or by default the hybrid one that also weighs BM25
+over the full text with the parameters (tool_ranking.py says why). The threshold is on the cosine
+similarity, the score every answer carries. Whatever goes wrong (the backend is down, a timeout),
+the filter fails open: every tool comes back, flagged `filtered: false` with the reason, so a
+router never loses its tools.
 """
 
 from __future__ import annotations
@@ -15,13 +17,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .tool_ranking import LexicalIndexes, ToolRanking, fuse, tool_fields, tool_summary, tool_text
 from .tools import Tool, ToolError, ToolRegistry
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TOP_K = 10
 DEFAULT_THRESHOLD = 0.3
-PARAMETERS_LISTED = 20  # parameter names and descriptions kept per tool: enough to say what it does
 
 
 class Embeddings(Protocol):
@@ -41,37 +43,7 @@ class Selection:
 
 
 def tool_name(tool: dict[str, Any]) -> str:
-    return str(_function(tool).get("name") or "")
-
-
-def _function(tool: Any) -> dict[str, Any]:
-    """The tool's own fields: OpenAI function tools wrap them in "function"; MCP tools do not."""
-    if not isinstance(tool, dict):
-        raise ToolError(f"a tool must be an object, got {type(tool).__name__}")
-    inner = tool.get("function") if tool.get("type") == "function" else None
-    fields = inner if isinstance(inner, dict) else tool
-    if not isinstance(fields.get("name"), str) or not fields["name"]:
-        raise ToolError("every tool needs a name")
-    return fields
-
-
-def tool_text(tool: dict[str, Any], max_chars: int) -> str:
-    """Name (also spelled as words), description, then each parameter's name and description."""
-    fields = _function(tool)
-    name = fields["name"]
-    words = name.replace("__", " ").replace("_", " ").replace("-", " ").replace(".", " ")
-    parts = [f"{words} ({name})" if words != name else name]
-    if isinstance(fields.get("description"), str) and fields["description"].strip():
-        parts.append(fields["description"].strip())
-    schema = fields.get("inputSchema") or fields.get("input_schema") or fields.get("parameters") or {}
-    properties = schema.get("properties") if isinstance(schema, dict) else None
-    if isinstance(properties, dict) and properties:
-        described = []
-        for param, spec in list(properties.items())[:PARAMETERS_LISTED]:
-            description = spec.get("description") if isinstance(spec, dict) else None
-            described.append(f"{param}: {description}" if isinstance(description, str) and description else str(param))
-        parts.append("Parameters: " + "; ".join(described))
-    return ". ".join(parts)[:max_chars]
+    return str(tool_fields(tool).get("name") or "")
 
 
 def query_from(arguments: dict[str, Any]) -> str:
@@ -100,26 +72,43 @@ def _content_text(content: Any) -> str:
 
 
 class ToolFilter:
-    def __init__(self, embeddings: Embeddings, *, max_text_length: int, max_tools: int) -> None:
+    def __init__(
+        self,
+        embeddings: Embeddings,
+        *,
+        max_text_length: int,
+        max_tools: int,
+        ranking: ToolRanking = "hybrid",
+        lexical_weight: float = 0.3,
+        lexical_indexes: int = 64,
+    ) -> None:
         self.embeddings = embeddings
         self.max_text_length = max_text_length
         self.max_tools = max_tools
+        self.ranking = ranking
+        self.lexical_weight = lexical_weight
+        self.lexical = LexicalIndexes(lexical_indexes)
 
     async def select(self, query: str, tools: Sequence[dict[str, Any]], top_k: int, threshold: float) -> Selection:
         """Raises ToolError for bad input; fails open (all tools, filtered False) on anything else."""
         if len(tools) > self.max_tools:
             raise ToolError(f"{len(tools)} tools: at most {self.max_tools} per call")
-        texts = [tool_text(tool, self.max_text_length) for tool in tools]  # ToolError on a malformed tool
+        summaries = [tool_summary(tool, self.max_text_length) for tool in tools]  # ToolError on a malformed tool
         if not tools:
             return Selection([], [], 0, True)
         try:
-            documents = await self.embeddings.documents(texts)
+            documents = await self.embeddings.documents(summaries)
             query_vector = await self.embeddings.query(query[: self.max_text_length])
         except Exception as exc:  # noqa: BLE001 - fail open on any failure: the router keeps every tool
             log.warning("tool filter failed open for %d tools: %s", len(tools), exc)
             return Selection(list(range(len(tools))), [], len(tools), False, f"{type(exc).__name__}: {exc}")
         scores = documents @ query_vector
-        order = sorted(range(len(tools)), key=lambda i: (-float(scores[i]), i))  # stable on ties
+        order_key = scores
+        if self.ranking == "hybrid":
+            texts = [tool_text(tool, self.max_text_length) for tool in tools]
+            lexical = self.lexical.scores(texts, query[: self.max_text_length])
+            order_key = fuse(scores, lexical, self.lexical_weight)[0]
+        order = sorted(range(len(tools)), key=lambda i: (-float(order_key[i]), i))  # stable on ties
         kept = [i for i in order if scores[i] >= threshold][:top_k]
         return Selection(kept, [float(scores[i]) for i in kept], len(tools), True)
 
