@@ -53,3 +53,12 @@ async def async_wait_for(predicate: Callable[[], object], timeout_s: float = 10.
             return True
         await asyncio.sleep(interval_s)
     return bool(predicate())
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on: bound by the OS, then released (for 'service down' cases)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
