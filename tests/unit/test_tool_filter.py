@@ -146,6 +146,12 @@ def test_filter_endpoint_returns_openai_tools_in_their_own_format_from_messages(
         ({"query": "x", "tools": "nope"}, "tools"),
         ({"query": "x", "tools": [{"description": "no name"}]}, "name"),
         ({"query": "x", "tools": TOOLS, "top_k": 0}, "top_k"),
+        ({"query": "x", "tools": TOOLS, "top_k": "5"}, "top_k"),
+        ({"query": "x", "tools": TOOLS, "top_k": True}, "top_k"),
+        ({"query": "x", "tools": TOOLS, "threshold": 2}, "threshold"),
+        ({"query": "x", "tools": TOOLS, "threshold": "0.5"}, "threshold"),
+        ({"query": 5, "tools": TOOLS}, "query"),
+        ({"query": "x", "messages": "hi", "tools": TOOLS}, "messages"),
     ],
 )
 def test_bad_filter_requests_are_400_with_a_reason(setup: Any, body: dict[str, Any], fragment: str) -> None:

@@ -48,11 +48,14 @@ def tool_name(tool: dict[str, Any]) -> str:
 
 def query_from(arguments: dict[str, Any]) -> str:
     """`query`, else the last user message of `messages` (OpenAI or MCP shapes, text parts joined)."""
-    query = arguments.get("query")
-    if isinstance(query, str) and query.strip():
+    query, messages = arguments.get("query"), arguments.get("messages")
+    if query is not None and not isinstance(query, str):
+        raise ToolError("`query` must be a string")
+    if messages is not None and not isinstance(messages, list):
+        raise ToolError("`messages` must be a list of messages")
+    if query and query.strip():
         return query
-    messages = arguments.get("messages")
-    if isinstance(messages, list):
+    if messages:
         for message in reversed(messages):
             if isinstance(message, dict) and message.get("role") == "user":
                 text = _content_text(message.get("content"))

@@ -1,4 +1,4 @@
-"""FastAPI app factory: POST /mcp (JSON-RPC), POST /mcp/<method> (REST style), health, readiness, metrics."""
+"""FastAPI app factory: POST /mcp (JSON-RPC), POST /mcp/<method> (REST style), the tool filter, health, readiness, metrics, /openapi.json."""
 
 from __future__ import annotations
 
@@ -11,8 +11,11 @@ from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from .. import __version__
 from ..backend.base import ClassificationBackend
 from ..edge import EdgeGuard, EdgeMiddleware
 from ..protocol.dispatcher import McpDispatcher
@@ -28,10 +31,12 @@ from ..protocol.jsonrpc import (
 from ..protocol.tool_filter import DEFAULT_THRESHOLD, DEFAULT_TOP_K, ToolFilter, query_from
 from ..protocol.tools import ToolError
 from ..telemetry import GatewayMetrics
+from . import openapi
 
 log = logging.getLogger(__name__)
 
 TOOL_FILTER_PATH = "/v1/tools/filter"
+OPENAPI_PATH = "/openapi.json"
 REST_METHODS = frozenset({"initialize", "tools/list", "tools/call", "resources/list", "prompts/list", "ping"})
 _ENVELOPE_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 _HTTP_STATUS_FOR_CODE = {
@@ -78,12 +83,27 @@ def rest_params(body: Any) -> dict[str, Any]:
     return body
 
 
+def _openapi_document(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's document, less the 422 answers it adds for path parameters: no route here answers 422."""
+    if app.openapi_schema is None:
+        document = get_openapi(title=app.title, version=__version__, routes=app.routes)
+        for operations in document.get("paths", {}).values():
+            for operation in operations.values():
+                operation.get("responses", {}).pop("422", None)
+        for name in ("HTTPValidationError", "ValidationError"):
+            document.get("components", {}).get("schemas", {}).pop(name, None)
+        if not document.get("components", {}).get("schemas"):
+            document.pop("components", None)
+        app.openapi_schema = document
+    return app.openapi_schema
+
+
 def route_label(path: str) -> str:
     """Metrics label of a request path (bounded: unknown REST methods share one label)."""
     if path.startswith("/mcp/"):
         method = path[len("/mcp/") :]
         return "/mcp/" + (method if method in REST_METHODS else "<unknown>")
-    return path if path in ("/mcp", "/health", "/ready", "/metrics", TOOL_FILTER_PATH) else "<other>"
+    return path if path in ("/mcp", "/health", "/ready", "/metrics", TOOL_FILTER_PATH, OPENAPI_PATH) else "<other>"
 
 
 def create_app(
@@ -129,11 +149,17 @@ def create_app(
             for service in reversed(started):
                 await service.close()
 
-    app = FastAPI(title="mcp-classifier", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(title="mcp-classifier", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=OPENAPI_PATH)
+    app.openapi = lambda: _openapi_document(app)  # type: ignore[method-assign]  # FastAPI documents this override
     if edge is not None:
         app.add_middleware(EdgeMiddleware, guard=edge)
 
-    @app.post("/mcp")
+    @app.exception_handler(StarletteHTTPException)
+    async def routing_error(_: Request, exc: StarletteHTTPException) -> Response:
+        """Unknown paths and methods answer in the service's own error shape, like every other refusal."""
+        return json_response({"error": str(exc.detail)}, status=exc.status_code, headers=dict(exc.headers or {}))
+
+    @app.post("/mcp", openapi_extra=openapi.MCP_JSONRPC)
     async def mcp_jsonrpc(request: Request) -> Response:
         started = time.perf_counter()
         try:
@@ -149,12 +175,12 @@ def create_app(
         metrics.observe("/mcp", response.status_code, time.perf_counter() - started)
         return response
 
-    @app.api_route("/mcp", methods=["GET", "DELETE"])
+    @app.api_route("/mcp", methods=["GET", "DELETE"], include_in_schema=False)  # a clear 405, not an operation
     async def mcp_not_allowed() -> Response:
         # Stateless server: no SSE stream to resume and no session to delete.
         return json_response({"error": "only POST is supported on /mcp"}, status=405, headers={"Allow": "POST"})
 
-    @app.post("/mcp/{method:path}")
+    @app.post("/mcp/{method:path}", openapi_extra=openapi.MCP_REST)
     async def mcp_rest(method: str, request: Request) -> Response:
         started = time.perf_counter()
         response = await _rest_call(method, request)
@@ -189,7 +215,7 @@ def create_app(
     if tool_filter is not None:
         _add_tool_filter_route(app, tool_filter, max_body_bytes, metrics)
 
-    @app.get("/health")
+    @app.get("/health", openapi_extra=openapi.HEALTH)
     async def health() -> Response:
         try:
             info = await backend.info()
@@ -220,12 +246,12 @@ def create_app(
                 extra.update(service.health())
         return extra
 
-    @app.get("/ready")
+    @app.get("/ready", openapi_extra=openapi.READY)
     async def ready() -> Response:
         ok = await backend.ready()
         return json_response({"ready": ok}, status=200 if ok else 503)
 
-    @app.get("/metrics")
+    @app.get("/metrics", openapi_extra=openapi.METRICS)
     async def prometheus_metrics() -> Response:
         return Response(metrics.render(), media_type=metrics.content_type)
 
@@ -235,7 +261,7 @@ def create_app(
 def _add_tool_filter_route(app: FastAPI, tool_filter: ToolFilter, max_body_bytes: int, metrics: GatewayMetrics) -> None:
     """POST /v1/tools/filter for proxies: the caller's tools back, filtered and ordered, in the shape they came in."""
 
-    @app.post(TOOL_FILTER_PATH)
+    @app.post(TOOL_FILTER_PATH, openapi_extra=openapi.TOOL_FILTER)
     async def filter_tools(request: Request) -> Response:
         started = time.perf_counter()
         response = await _filter(request)
@@ -253,9 +279,11 @@ def _add_tool_filter_route(app: FastAPI, tool_filter: ToolFilter, max_body_bytes
             return json_response({"error": "the body must be an object with a `tools` list (and `query` or `messages`)"}, status=400)
         tools = body["tools"]
         try:
-            top_k, threshold = int(body.get("top_k", DEFAULT_TOP_K)), float(body.get("threshold", DEFAULT_THRESHOLD))
-            if top_k < 1:
-                raise ToolError("top_k must be at least 1")
+            top_k, threshold = body.get("top_k", DEFAULT_TOP_K), body.get("threshold", DEFAULT_THRESHOLD)
+            if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+                raise ToolError("top_k must be an integer of at least 1")
+            if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not -1 <= threshold <= 1:
+                raise ToolError("threshold must be a number from -1 to 1 (a cosine similarity)")
             selection = await tool_filter.select(query_from(body), tools, top_k, threshold)
         except (ToolError, TypeError, ValueError) as exc:
             return json_response({"error": str(exc)}, status=400)

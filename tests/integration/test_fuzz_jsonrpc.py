@@ -1,0 +1,180 @@
+"""hypothesis-generated JSON-RPC at POST /mcp (in process, fake backend) and over stdio (a real process).
+
+Messages are built from the protocol's own parts, right and wrong: versions, ids of every JSON type,
+known and unknown methods, params of any shape, batches, and raw bytes. Whatever arrives, the answer
+is valid JSON-RPC (or HTTP 202 / nothing when only notifications were sent), never a crash and never
+a 5xx.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mcp_classifier.settings import Settings
+from mcp_classifier.transports.http import create_app
+from mcp_classifier.wiring import build_dispatcher, build_tool_filter
+from tests.support import DEFAULT_MAX_BODY_BYTES
+from tests.support.asgi_client import asgi_client
+from tests.support.fake_backend import FakeBackend
+
+HTTP_CASES = 6400
+STDIO_CASES = 2500  # with the OpenAPI fuzz (about 1,200 cases): about 10,000 in all
+
+METHODS = ["initialize", "ping", "tools/list", "tools/call", "resources/list", "prompts/list", "notifications/initialized"]
+TOOLS = ["classify_text", "classify_batch", "select_tools", "list_categories"]
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=30),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    max_leaves=12,
+)
+ids = (
+    st.none()
+    | st.integers()
+    | st.text(max_size=12)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.booleans()
+    | st.lists(st.integers(), max_size=2)
+)
+arguments = st.fixed_dictionaries(
+    {},
+    optional={
+        "text": st.text(max_size=60) | json_values,
+        "texts": st.lists(st.text(max_size=30), max_size=5) | json_values,
+        "with_probabilities": st.booleans() | json_values,
+        "query": st.text(max_size=40) | json_values,
+        "tools": st.lists(
+            st.fixed_dictionaries({"name": st.text(min_size=1, max_size=12)}, optional={"description": st.text(max_size=30)}), max_size=4
+        )
+        | json_values,
+        "top_k": st.integers(-2, 20) | json_values,
+    },
+)
+tool_call_params = st.fixed_dictionaries(
+    {}, optional={"name": st.sampled_from(TOOLS) | st.text(max_size=15) | json_values, "arguments": arguments | json_values}
+)
+message = st.fixed_dictionaries(
+    {},
+    optional={
+        "jsonrpc": st.just("2.0") | st.sampled_from(["1.0", "2", ""]) | json_values,
+        "id": ids,
+        "method": st.sampled_from(METHODS) | st.text(max_size=20) | json_values,
+        "params": tool_call_params | json_values,
+        "result": json_values,
+        "error": json_values,
+    },
+)
+payload = message | st.lists(message, min_size=0, max_size=5) | json_values
+bodies = payload.map(lambda p: json.dumps(p).encode()) | st.binary(max_size=80)  # json: big ints and lone surrogates too
+
+
+def assert_jsonrpc_answer(answer: Any) -> None:
+    """One response object, or a non-empty batch of them: version, an id, exactly one of result and error."""
+    items = answer if isinstance(answer, list) else [answer]
+    assert items, "an empty batch answer"
+    for item in items:
+        assert isinstance(item, dict) and item.get("jsonrpc") == "2.0" and "id" in item, item
+        assert ("result" in item) != ("error" in item), item
+        if "error" in item:
+            assert isinstance(item["error"]["code"], int) and isinstance(item["error"]["message"], str), item
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[httpx.Client]:
+    backend = FakeBackend()
+    config = Settings()
+    tool_filter = build_tool_filter(config, backend)
+    app = create_app(
+        build_dispatcher(config, backend, tool_filter), backend, max_body_bytes=DEFAULT_MAX_BODY_BYTES, tool_filter=tool_filter
+    )
+    with asgi_client(app) as http:
+        yield http
+
+
+@settings(max_examples=HTTP_CASES, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(body=bodies)
+def test_any_body_at_mcp_gets_valid_jsonrpc_or_202(client: httpx.Client, body: bytes) -> None:
+    response = client.post(
+        "/mcp", content=body, headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    )
+    assert response.status_code in (200, 202), (response.status_code, response.text)
+    if response.status_code == 200:
+        assert_jsonrpc_answer(response.json())
+    else:
+        assert response.content == b""
+
+
+class StdioServer:
+    """`mcp-classifier stdio` with a reader thread: every line it prints lands in a queue."""
+
+    def __init__(self) -> None:
+        env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "mcp_classifier.cli", "stdio"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+        self.lines: queue.Queue[bytes] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        self.probes = 0
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line)
+
+    def send(self, data: bytes) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(data + b"\n")
+        self.process.stdin.flush()
+
+    def probe(self) -> list[Any]:
+        """Ping with a fresh id and wait for its answer; returns every other answer seen meanwhile."""
+        self.probes += 1
+        probe_id = f"probe-{self.probes}"
+        self.send(orjson.dumps({"jsonrpc": "2.0", "id": probe_id, "method": "ping"}))
+        others = []
+        while True:
+            answer = orjson.loads(self.lines.get(timeout=60))
+            if isinstance(answer, dict) and answer.get("id") == probe_id:
+                assert answer.get("result") == {}, answer
+                return others
+            others.append(answer)
+
+    def stop(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()  # end of input: the server answers what is pending and exits
+        assert self.process.wait(timeout=60) == 0
+
+
+@pytest.fixture(scope="module")
+def stdio() -> Iterator[StdioServer]:
+    server = StdioServer()
+    server.probe()  # up and answering (the model is loaded)
+    yield server
+    server.stop()
+
+
+@settings(max_examples=STDIO_CASES, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(body=bodies)
+def test_any_line_over_stdio_gets_valid_jsonrpc_and_the_server_lives_on(stdio: StdioServer, body: bytes) -> None:
+    for line in body.split(b"\n"):  # stdio frames by newline: raw bytes with newlines are several messages
+        if line.strip():
+            stdio.send(line)
+    for answer in stdio.probe():
+        assert_jsonrpc_answer(answer)
+    assert stdio.process.poll() is None
