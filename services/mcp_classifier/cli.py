@@ -8,6 +8,7 @@ import argparse
 import asyncio
 import functools
 import logging
+import math
 import socket
 import sys
 import types
@@ -93,6 +94,7 @@ def _serve(settings: Settings, metrics: GatewayMetrics, redis: RedisRuntime) -> 
     import uvicorn
 
     from .telemetry import instrument_grpc_client, setup_tracing
+    from .transports.server import DrainingServer
     from .wiring import build_http_app
 
     tracing = setup_tracing("mcp-classifier-gateway")
@@ -108,9 +110,12 @@ def _serve(settings: Settings, metrics: GatewayMetrics, redis: RedisRuntime) -> 
         file=sys.stderr,
         flush=True,
     )
-    config = uvicorn.Config(app, log_level=settings.log_level, access_log=False, lifespan="on", timeout_graceful_shutdown=10)
+    config = uvicorn.Config(
+        app, log_level=settings.log_level, access_log=False, lifespan="on", timeout_graceful_shutdown=math.ceil(settings.shutdown_timeout_s)
+    )
+    server = DrainingServer(config, drain_delay_s=settings.drain_delay_s, on_drain=lambda: setattr(app.state, "draining", True))
     try:
-        uvicorn.Server(config).run(sockets=[sock])
+        server.run(sockets=[sock])
     finally:
         if tracing:
             from .telemetry import shutdown_tracing

@@ -139,6 +139,15 @@ class Settings(BaseSettings):
     tool_lexical_indexes: int = Field(64, ge=0, description="hybrid ranking: BM25 indexes of recent tool lists kept in process (LRU).")
     max_body_bytes: int = Field(1_048_576, ge=1024, description="Largest HTTP request body accepted (413 beyond).")
     log_level: Literal["debug", "info", "warning", "error", "critical"] = Field("info", description="Log level (logs go to stderr).")
+    drain_delay_s: float = Field(
+        0.0,
+        ge=0,
+        description="After SIGTERM, keep serving this long with /ready answering 503 so load balancers stop routing here, "
+        "then stop accepting. 0 in Kubernetes, where the chart's preStop sleep does this before the signal.",
+    )
+    shutdown_timeout_s: float = Field(
+        10.0, gt=0, description="After the listener closes, the longest in-flight requests may take to finish before the process exits."
+    )
 
     # --- cache and edge --------------------------------------------------------------------
     # Used by `serve` only (stdio and classify neither cache nor authenticate).

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import os
 import re
 import subprocess
@@ -413,8 +414,8 @@ def test_gateway_pods_are_locked_down_probed_spread_and_drained(rendered: dict[s
     spreads = spec["topologySpreadConstraints"]
     assert {s["topologyKey"] for s in spreads} == {"kubernetes.io/hostname", "topology.kubernetes.io/zone"}
     assert all(s["labelSelector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"] for s in spreads)
-    # grace period > preStop sleep + the server's own drain (uvicorn's timeout_graceful_shutdown in cli.py)
-    drain = int(re.search(r"timeout_graceful_shutdown=(\d+)", (REPO_ROOT / "services/mcp_classifier/cli.py").read_text()).group(1))
+    # grace period > preStop sleep + the server's own drain (shutdown_timeout_s, uvicorn's graceful shutdown)
+    drain = math.ceil(Settings().shutdown_timeout_s)
     helper = (CHART / "templates" / "_helpers.tpl").read_text()
     assert int(re.search(r'define "mcp-classifier.gateway.shutdownSeconds" -}}(\d+)', helper).group(1)) == drain
     assert container["lifecycle"]["preStop"] == {"sleep": {"seconds": values["preStopSleepSeconds"]}}

@@ -192,7 +192,7 @@ Value checks that a JSON schema cannot express. Included by every workload templ
 {{- end -}}
 {{- end -}}
 
-{{/* `mcp-classifier serve` drains for this long on SIGTERM (uvicorn timeout_graceful_shutdown in cli.py; a test keeps them equal). */}}
+{{/* `mcp-classifier serve` drains for this long on SIGTERM (the shutdown_timeout_s setting's default; a test keeps them equal). */}}
 {{- define "mcp-classifier.gateway.shutdownSeconds" -}}10{{- end -}}
 
 {{/* ---------------------------------------------------------------------------------------------

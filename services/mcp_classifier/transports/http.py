@@ -150,6 +150,7 @@ def create_app(
                 await service.close()
 
     app = FastAPI(title="mcp-classifier", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=OPENAPI_PATH)
+    app.state.draining = False
     app.openapi = lambda: _openapi_document(app)  # type: ignore[method-assign]  # FastAPI documents this override
     if edge is not None:
         app.add_middleware(EdgeMiddleware, guard=edge)
@@ -248,6 +249,8 @@ def create_app(
 
     @app.get("/ready", openapi_extra=openapi.READY)
     async def ready() -> Response:
+        if app.state.draining:  # set on SIGTERM (transports.server): stop routing here, requests still answered
+            return json_response({"ready": False, "draining": True}, status=503)
         ok = await backend.ready()
         return json_response({"ready": ok}, status=200 if ok else 503)
 

@@ -148,7 +148,7 @@ HEALTH: dict[str, Any] = {
 }
 
 READY: dict[str, Any] = {
-    "summary": "Readiness: 200 when the backend answers, 503 when it does not",
+    "summary": "Readiness: 200 when the backend answers; 503 when it does not, or while draining after SIGTERM",
     "responses": {
         "200": {"description": "Ready.", "content": {JSON: {"schema": {"type": "object", "properties": {"ready": {"type": "boolean"}}}}}},
         "503": {
