@@ -24,10 +24,12 @@ class ReceivedSpan:
 class _Collector(trace_service_pb2_grpc.TraceServiceServicer):
     def __init__(self) -> None:
         self.spans: list[ReceivedSpan] = []
+        self.raw: list[bytes] = []  # every export request as sent: events, status messages and all
         self.lock = threading.Lock()
 
     def Export(self, request, context):
         with self.lock:
+            self.raw.append(request.SerializeToString())
             for resource_spans in request.resource_spans:
                 service = next((a.value.string_value for a in resource_spans.resource.attributes if a.key == "service.name"), "")
                 for scope_spans in resource_spans.scope_spans:
@@ -71,3 +73,7 @@ class OtlpReceiver:
     def spans(self) -> list[ReceivedSpan]:
         with self._collector.lock:
             return list(self._collector.spans)
+
+    def raw_exports(self) -> bytes:
+        with self._collector.lock:
+            return b"".join(self._collector.raw)

@@ -25,7 +25,7 @@ from mcp_classifier.protocol.tools import ToolRegistry
 from mcp_classifier.settings import Settings
 from mcp_classifier.telemetry import GatewayMetrics
 from mcp_classifier.transports.http import create_app, route_label
-from mcp_classifier.wiring import build_dispatcher
+from mcp_classifier.wiring import build_dispatcher, build_tool_filter
 from tests.support import API_KEY_IN_FILE, DEFAULT_MAX_BODY_BYTES
 from tests.support.asgi_client import asgi_client
 from tests.support.fake_backend import FakeBackend
@@ -50,6 +50,9 @@ PROTECTED_ROUTES: list[tuple[str, str, Any, int]] = [
     ("DELETE", "/mcp", None, 405),
     *[("POST", f"/mcp/{m}", body, 200) for m, body in REST_CALLS.items()],
     ("POST", "/mcp/no-such-method", {}, 404),
+    ("POST", "/v1/tools/filter", {"query": "will it rain", "tools": [{"name": "weather", "description": "forecast"}]}, 200),
+    ("GET", "/openapi.json", None, 200),
+    ("GET", "/no-such-path", None, 404),
 ]
 OPEN_ROUTES = ["/health", "/ready", "/metrics"]
 
@@ -113,7 +116,15 @@ def auth_client(keys_file: Path) -> Iterator[httpx.Client]:
     metrics = GatewayMetrics()
     guard = build_edge_guard(settings, metrics, link=None, redis_metrics=None, route_label=route_label)
     backend = FakeBackend()
-    app = create_app(build_dispatcher(settings, backend), backend, max_body_bytes=DEFAULT_MAX_BODY_BYTES, metrics=metrics, edge=guard)
+    tool_filter = build_tool_filter(settings, backend)
+    app = create_app(
+        build_dispatcher(settings, backend, tool_filter),
+        backend,
+        max_body_bytes=DEFAULT_MAX_BODY_BYTES,
+        metrics=metrics,
+        edge=guard,
+        tool_filter=tool_filter,
+    )
     with asgi_client(app) as client:
         yield client
 
