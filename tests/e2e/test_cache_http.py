@@ -282,7 +282,9 @@ def test_redis_outage_costs_no_classification_and_the_cache_resumes(tmp_path: Pa
             hits_before_restart = metric(probe, "mcp_classifier_cache_hits_total")
             redis.start()  # same port, empty
             phase["name"] = "after"
+            restarted = time.monotonic()
             resumed = wait_for(lambda: metric(probe, "mcp_classifier_cache_hits_total") > hits_before_restart + 5, timeout_s=30)
+            recovery_s = time.monotonic() - restarted
             stop.set()
             for f in futures:
                 f.result()
@@ -294,6 +296,11 @@ def test_redis_outage_costs_no_classification_and_the_cache_resumes(tmp_path: Pa
         assert not failures, failures[:5]
         assert outcomes["outage"][1] == 0 and outcomes["outage"][0] >= 20, outcomes
         assert outcomes["before"][0] > 0 and outcomes["after"][0] > 0, outcomes
+        print(
+            f"Redis killed under 4 clients: {sum(ok + bad for ok, bad in outcomes.values())} requests "
+            f"({outcomes['outage'][0]} during the outage), {sum(bad for _, bad in outcomes.values())} failed; "
+            f"cache hits resumed {recovery_s:.1f} s after Redis came back"
+        )
     finally:
         stop.set()
         server.stop()
