@@ -1,0 +1,107 @@
+"""A stalled (not dead) embedder behind a real gateway under far more load than it can serve.
+
+The replica answers Info but never Classify (tests/support/stalled_replica.py). 200 concurrent
+clients keep sending for 12 s. Every request must end within the deadline with a clean 503
+(queue full: come back later) or 504 (deadline passed), never hang or fail otherwise, the queue
+must stay bounded, and the gateway's memory must not grow with the offered load.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import threading
+import time
+from pathlib import Path
+
+import aiohttp
+import httpx
+import psutil
+
+from tests.support.processes import start_server
+from tests.support.stalled_replica import StalledReplica
+
+REQUEST_TIMEOUT_S = 1.0
+MAX_QUEUE = 64
+CLIENTS = 200
+LOAD_S = 12.0
+DEADLINE_SLACK_S = 1.5  # the event loop is shared by 200 clients' worth of refusals on 2 cores
+BODY = {"name": "classify_text", "arguments": {"text": "is the replica going to answer this one"}}
+
+
+async def offer_load(url: str) -> list[tuple[int, float]]:
+    """aiohttp, as loadtests/harness: httpx's pool itself stalls at 200 concurrent connections."""
+    outcomes: list[tuple[int, float]] = []
+    end = time.monotonic() + LOAD_S
+    connector = aiohttp.TCPConnector(limit=CLIENTS)
+    async with aiohttp.ClientSession(base_url=url, connector=connector, timeout=aiohttp.ClientTimeout(total=30)) as http:
+
+        async def client() -> None:
+            while time.monotonic() < end:
+                started = time.monotonic()
+                try:
+                    async with http.post("/mcp/tools/call", json=BODY) as response:
+                        await response.read()
+                        status = response.status
+                except aiohttp.ClientError:
+                    status = -1
+                outcomes.append((status, time.monotonic() - started))
+
+        await asyncio.gather(*(client() for _ in range(CLIENTS)))
+    return outcomes
+
+
+def test_a_stalled_replica_gives_fast_clean_refusals_and_bounded_memory(tmp_path: Path) -> None:
+    replica = StalledReplica().start()
+    server = start_server(
+        tmp_path,
+        "--backend",
+        f"grpc://127.0.0.1:{replica.port}",
+        "--request-timeout-s",
+        str(REQUEST_TIMEOUT_S),
+        "--max-queue",
+        str(MAX_QUEUE),
+        "--no-cache",
+        "--rate-limit-requests",
+        "100000000",
+    )
+    gateway = psutil.Process(server.process.pid)
+    rss: list[float] = []
+    sampling = threading.Event()
+
+    def sample() -> None:
+        while not sampling.is_set():
+            rss.append(gateway.memory_info().rss / 2**20)
+            time.sleep(0.25)
+
+    try:
+        baseline = gateway.memory_info().rss / 2**20
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        outcomes = asyncio.run(offer_load(server.url))
+        sampling.set()
+        sampler.join()
+        with httpx.Client(base_url=server.url, timeout=5) as probe:
+            health = probe.get("/health")
+    finally:
+        server.stop()
+        replica.stop()
+
+    statuses = {status for status, _ in outcomes}
+    slowest = max(seconds for _, seconds in outcomes)
+    refused = sum(1 for status, _ in outcomes if status == 503)
+    timed_out = sum(1 for status, _ in outcomes if status == 504)
+    assert statuses <= {503, 504}, sorted(statuses)  # nothing else: no hang, no reset, no 500
+    assert refused > 0 and timed_out > 0, (refused, timed_out)  # the queue bound and the deadline both acted
+    assert slowest < REQUEST_TIMEOUT_S + DEADLINE_SLACK_S, slowest
+    assert replica.servicer.stalled_calls >= 1
+    assert health.status_code == 200  # still alive for its liveness probe
+    quarter = max(1, len(rss) // 4)
+    early, late = max(rss[:quarter]), statistics.median(rss[-quarter:])
+    assert max(rss) - baseline < 200, (baseline, max(rss))  # bounded: no per-request growth
+    assert late <= early + 50, (early, late)  # and not climbing as the load goes on
+    print(
+        f"stalled replica, {CLIENTS} clients for {LOAD_S:.0f} s: {len(outcomes)} requests, {refused} refused 503, "
+        f"{timed_out} timed out 504, 0 other; slowest {slowest:.2f} s (deadline {REQUEST_TIMEOUT_S:g} s); "
+        f"RSS {baseline:.0f} MB before, {max(rss):.0f} MB peak, {late:.0f} MB in the last quarter"
+    )
