@@ -5,13 +5,16 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import grpc
 import numpy as np
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential
 
 from ..api.convert import info_from_proto, results_from_proto, vectors_from_bytes
 from ..api.v1 import classifier_pb2 as pb
@@ -26,6 +29,7 @@ tracer = trace.get_tracer("mcp_classifier.gateway")
 SERVICE_NAME = "mcp_classifier.api.v1.Classifier"
 READY_PROBE_TIMEOUT_S = 1.0
 READY_CACHE_S = 0.5  # /ready may be polled often: reuse a fresh probe result
+MIN_ATTEMPT_TIMEOUT_S = 0.001  # a retry that starts at the deadline still gets a deadline, and fails DEADLINE_EXCEEDED
 INFO_CACHE_S = 5.0  # list_categories and /health read this; a version change in Classify refreshes it early
 
 
@@ -55,6 +59,20 @@ def channel_options(max_attempts: int) -> list[tuple[str, object]]:
         ("grpc.keepalive_time_ms", 30_000),
         ("grpc.max_receive_message_length", 64 * 1024 * 1024),
     ]
+
+
+_REPLICA_DIED = re.compile(r"actor died|actordied|actor is unavailable|actorunavailable", re.IGNORECASE)
+
+
+def replica_died(exc: BaseException) -> bool:
+    """Serve's proxy answers INTERNAL "The actor died unexpectedly..." when the replica serving a call is killed.
+
+    gRPC's own retry policy cannot take these: the proxy has already sent its response headers, so the
+    call counts as committed. The classify and embed calls are idempotent, so the gateway retries them.
+    """
+    return (
+        isinstance(exc, grpc.aio.AioRpcError) and exc.code() == grpc.StatusCode.INTERNAL and bool(_REPLICA_DIED.search(exc.details() or ""))
+    )
 
 
 def backend_error(exc: grpc.aio.AioRpcError) -> BackendError:
@@ -128,11 +146,26 @@ class GrpcBackend:
         request = pb.EmbedRequest(texts=list(texts), kind=pb.EmbedRequest.DOCUMENT if kind == "document" else pb.EmbedRequest.QUERY)
         with tracer.start_as_current_span("gateway embed call") as span:
             span.set_attribute("mcp_classifier.texts", len(texts))
-            try:
-                response = await self.stub.Embed(request, timeout=self._timeout_s, metadata=self._metadata)
-            except grpc.aio.AioRpcError as exc:
-                raise backend_error(exc) from exc
+            response = await self._call(self.stub.Embed, request)
         return vectors_from_bytes(response.vectors, len(texts), response.dimensions)
+
+    async def _call(self, rpc: Any, request: Any) -> Any:
+        """One RPC within the request deadline, retried on a live replica if the one serving it died."""
+        deadline = time.monotonic() + self._timeout_s
+        retrying = AsyncRetrying(
+            retry=retry_if_exception(replica_died),
+            stop=stop_after_attempt(self._max_attempts) | stop_after_delay(self._timeout_s),
+            wait=wait_exponential(multiplier=0.05, max=1.0),
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    remaining = max(deadline - time.monotonic(), MIN_ATTEMPT_TIMEOUT_S)
+                    return await rpc(request, timeout=remaining, metadata=self._metadata)
+        except grpc.aio.AioRpcError as exc:
+            raise backend_error(exc) from exc
+        raise AssertionError("unreachable: tenacity either returns or reraises")
 
     async def info_message(self, timeout_s: float | None = None) -> pb.InfoResponse:
         try:
@@ -179,12 +212,8 @@ class GrpcBackend:
         with tracer.start_as_current_span("gateway embedder call", context=contexts[0], links=links) as span:
             span.set_attribute("mcp_classifier.batch.texts", len(texts))
             span.set_attribute("mcp_classifier.batch.requests", len(contexts))
-            try:
-                response = await self.stub.Classify(
-                    pb.ClassifyRequest(texts=texts, with_probabilities=True), timeout=self._timeout_s, metadata=self._metadata
-                )
-            except grpc.aio.AioRpcError as exc:
-                raise backend_error(exc) from exc
+            request = pb.ClassifyRequest(texts=texts, with_probabilities=True)
+            response = await self._call(self.stub.Classify, request)
         if self._info is not None and response.category_set_version != self._info[1].category_set_version:
             self._info = None  # the replicas reloaded their categories: refresh list_categories now
         return results_from_proto(response.results)
