@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..protocol.tool_ranking import LexicalIndexes, fuse, tool_summary, tool_text
+from ..protocol.tool_ranking import LexicalIndexes, fuse, tool_texts
 from .dataset import DatasetError
 
 CUTOFFS = (1, 5, 10)
@@ -85,9 +85,9 @@ def system_rankings(
 ) -> dict[str, list[list[str]]]:
     """Each system's rankings, keyed "hybrid", "embedding" and "bm25", from one pass of the encoder."""
     names = [t["name"] for t in tools]
-    documents = embed([tool_summary(t, max_chars) for t in tools], "document")
+    summaries, texts = zip(*(tool_texts(t, max_chars) for t in tools))
+    documents = embed(list(summaries), "document")
     cosines = embed([q.query for q in queries], "query") @ documents.T
-    texts = [tool_text(t, max_chars) for t in tools]
     index = LexicalIndexes(capacity=1)
     lexical = np.vstack([index.scores(texts, q.query[:max_chars]) for q in queries])
     return {

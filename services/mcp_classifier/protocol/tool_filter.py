@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .tool_ranking import LexicalIndexes, ToolRanking, fuse, tool_fields, tool_summary, tool_text
+from .tool_ranking import LexicalIndexes, ToolRanking, fuse, tool_fields, tool_texts
 from .tools import Tool, ToolError, ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -96,11 +96,11 @@ class ToolFilter:
         """Raises ToolError for bad input; fails open (all tools, filtered False) on anything else."""
         if len(tools) > self.max_tools:
             raise ToolError(f"{len(tools)} tools: at most {self.max_tools} per call")
-        summaries = [tool_summary(tool, self.max_text_length) for tool in tools]  # ToolError on a malformed tool
+        texts = [tool_texts(tool, self.max_text_length) for tool in tools]  # ToolError on a malformed tool
         if not tools:
             return Selection([], [], 0, True)
         try:
-            documents = await self.embeddings.documents(summaries)
+            documents = await self.embeddings.documents([summary for summary, _ in texts])
             query_vector = await self.embeddings.query(query[: self.max_text_length])
         except Exception as exc:  # noqa: BLE001 - fail open on any failure: the router keeps every tool
             log.warning("tool filter failed open for %d tools: %s", len(tools), exc)
@@ -108,8 +108,7 @@ class ToolFilter:
         scores = documents @ query_vector
         order_key = scores
         if self.ranking == "hybrid":
-            texts = [tool_text(tool, self.max_text_length) for tool in tools]
-            lexical = self.lexical.scores(texts, query[: self.max_text_length])
+            lexical = self.lexical.scores([full for _, full in texts], query[: self.max_text_length])
             order_key = fuse(scores, lexical, self.lexical_weight)[0]
         order = sorted(range(len(tools)), key=lambda i: (-float(order_key[i]), i))  # stable on ties
         kept = [i for i in order if scores[i] >= threshold][:top_k]

@@ -9,7 +9,6 @@ per-query z-scores; `embedding` is the pure cosine order.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -46,26 +45,31 @@ def _description(fields: dict[str, Any]) -> str | None:
     return description.strip() if isinstance(description, str) and description.strip() else None
 
 
-def tool_summary(tool: dict[str, Any], max_chars: int) -> str:
-    """What the encoder embeds: the name (also spelled as words) and the description."""
+def tool_texts(tool: dict[str, Any], max_chars: int) -> tuple[str, str]:
+    """(summary, full text) from one read of the tool's fields.
+
+    The summary is what the encoder embeds: the name (also spelled as words) and the description.
+    The full text is what BM25 matches: the summary, then each parameter's name and description.
+    """
     fields = tool_fields(tool)
-    parts = [_name_heading(fields["name"]), _description(fields)]
-    return ". ".join(p for p in parts if p)[:max_chars]
+    summary = ". ".join(p for p in (_name_heading(fields["name"]), _description(fields)) if p)
+    schema = fields.get("inputSchema") or fields.get("input_schema") or fields.get("parameters") or {}
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(properties, dict) or not properties:
+        return summary[:max_chars], summary[:max_chars]
+    described = []
+    for param, spec in list(properties.items())[:PARAMETERS_LISTED]:
+        description = spec.get("description") if isinstance(spec, dict) else None
+        described.append(f"{param}: {description}" if isinstance(description, str) and description else str(param))
+    return summary[:max_chars], f"{summary}. Parameters: {'; '.join(described)}"[:max_chars]
+
+
+def tool_summary(tool: dict[str, Any], max_chars: int) -> str:
+    return tool_texts(tool, max_chars)[0]
 
 
 def tool_text(tool: dict[str, Any], max_chars: int) -> str:
-    """What BM25 matches: the summary, then each parameter's name and description."""
-    fields = tool_fields(tool)
-    parts = [_name_heading(fields["name"]), _description(fields)]
-    schema = fields.get("inputSchema") or fields.get("input_schema") or fields.get("parameters") or {}
-    properties = schema.get("properties") if isinstance(schema, dict) else None
-    if isinstance(properties, dict) and properties:
-        described = []
-        for param, spec in list(properties.items())[:PARAMETERS_LISTED]:
-            description = spec.get("description") if isinstance(spec, dict) else None
-            described.append(f"{param}: {description}" if isinstance(description, str) and description else str(param))
-        parts.append("Parameters: " + "; ".join(described))
-    return ". ".join(p for p in parts if p)[:max_chars]
+    return tool_texts(tool, max_chars)[1]
 
 
 def words(text: str) -> list[str]:
@@ -93,15 +97,11 @@ class LexicalIndexes:
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self._indexes: OrderedDict[bytes, BM25Okapi] = OrderedDict()
+        # Keyed by the texts themselves: a dict compares them on a hit, which costs what hashing them would.
+        self._indexes: OrderedDict[tuple[str, ...], BM25Okapi] = OrderedDict()
 
     def scores(self, texts: Sequence[str], query: str) -> np.ndarray:
-        digest = hashlib.blake2b(digest_size=20)
-        for text in texts:
-            data = text.encode()
-            digest.update(len(data).to_bytes(8, "little"))
-            digest.update(data)
-        key = digest.digest()
+        key = tuple(texts)
         index = self._indexes.get(key)
         if index is None:
             index = BM25Okapi([words(text) or [""] for text in texts])  # rank-bm25 divides by zero on an empty document
