@@ -12,7 +12,6 @@ once share one model call.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
@@ -22,9 +21,10 @@ from opentelemetry import context as otel_context
 
 from ..backend.base import ClassificationBackend
 from ..backend.coalescer import RequestCoalescer
+from .keys import KeyBuilder
 from .redis_link import RedisLink
 
-EMBEDDING_KEY_PREFIX = "mcp-classifier:emb:v1:"  # bump v1 when the key or value layout changes
+EMBEDDING_KEY_PREFIX = "mcp-classifier:emb:v2:"  # bump when the key or value layout changes (v2: keys.KeyBuilder)
 
 
 class ToolEmbeddings:
@@ -55,6 +55,7 @@ class ToolEmbeddings:
         self.capacity = capacity
         self.ttl_s = ttl_s
         self._lru: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._keys: KeyBuilder | None = None  # for the backend's current model id
         self._writes: set[asyncio.Task[None]] = set()
         self.model_calls = 0  # backend embed calls made for documents (tests and /health read it)
 
@@ -75,7 +76,9 @@ class ToolEmbeddings:
     async def documents(self, texts: Sequence[str]) -> np.ndarray:
         """One vector per text, in order; every miss goes to the backend in a single call."""
         model_id = (await self.backend.info()).model_id
-        keys = [_key(model_id, text) for text in texts]
+        if self._keys is None or self._keys.versions != (model_id,):
+            self._keys = KeyBuilder((model_id,), EMBEDDING_KEY_PREFIX, normalise=False)
+        keys = [self._keys.key(text) for text in texts]
         found: dict[str, np.ndarray] = {}
         for key in dict.fromkeys(keys):
             vector = self._lru.get(key)
@@ -131,13 +134,3 @@ class ToolEmbeddings:
 
     def health(self) -> dict[str, Any]:
         return {"tool_embeddings_cached": len(self._lru), "tool_embedding_model_calls": self.model_calls}
-
-
-def _key(model_id: str, text: str) -> str:
-    """Content hash of (model id, text), length-prefixed so no two pairs share an input; the text never appears in clear."""
-    digest = hashlib.blake2b(digest_size=20)
-    for part in (model_id, text):
-        data = part.encode()
-        digest.update(len(data).to_bytes(8, "little"))
-        digest.update(data)
-    return EMBEDDING_KEY_PREFIX + digest.hexdigest()

@@ -1,9 +1,10 @@
-"""Cache keys: which classifier produced an answer, and for which (normalised) text."""
+"""Cache keys: which classifier (or model) produced a value, and for which text: length-prefixed, hashed, never in clear."""
 
 from __future__ import annotations
 
 import hashlib
 import unicodedata
+from collections.abc import Sequence
 from typing import NamedTuple
 
 KEY_PREFIX = "mcp-classifier:cls:v1:"  # bump v1 when the key or value layout changes
@@ -38,11 +39,16 @@ def normalise_text(text: str) -> str:
 
 
 class KeyBuilder:
-    """Keys for one set of versions: the versions are hashed once, each text then costs one copy + update."""
+    """Keys for one set of versions: the versions are hashed once, each text then costs one copy + update.
 
-    def __init__(self, versions: Versions, prefix: str = KEY_PREFIX) -> None:
+    Classification keys normalise the text (identical queries share an answer); tool-description
+    vectors (cache.embeddings) pass normalise=False, since the model sees each text as written.
+    """
+
+    def __init__(self, versions: Sequence[str], prefix: str = KEY_PREFIX, *, normalise: bool = True) -> None:
         self.versions = versions
         self.prefix = prefix
+        self.normalise = normalise
         base = hashlib.blake2b(digest_size=20)
         for part in versions:
             _update(base, part)
@@ -55,7 +61,7 @@ class KeyBuilder:
         different tuples hash the same input. The text never appears in Redis in clear.
         """
         h = self._base.copy()
-        _update(h, normalise_text(text))
+        _update(h, normalise_text(text) if self.normalise else text)
         return self.prefix + h.hexdigest()
 
 
