@@ -46,6 +46,29 @@ def tool_name(tool: dict[str, Any]) -> str:
     return str(tool_fields(tool).get("name") or "")
 
 
+@dataclass(frozen=True)
+class FilterArguments:
+    query: str
+    top_k: int
+    threshold: float
+
+
+def filter_arguments(arguments: dict[str, Any]) -> FilterArguments:
+    """The query, top_k and threshold of select_tools and of POST /v1/tools/filter, checked alike at both doors.
+
+    Integers as JSON Schema counts them (5.0 is 5); booleans are not numbers. ToolError names the problem.
+    """
+    top_k = arguments.get("top_k", DEFAULT_TOP_K)
+    if isinstance(top_k, float) and top_k.is_integer():
+        top_k = int(top_k)
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ToolError("top_k must be an integer of at least 1")
+    threshold = arguments.get("threshold", DEFAULT_THRESHOLD)
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not -1 <= threshold <= 1:
+        raise ToolError("threshold must be a number from -1 to 1 (a cosine similarity)")
+    return FilterArguments(query_from(arguments), top_k, float(threshold))
+
+
 def query_from(arguments: dict[str, Any]) -> str:
     """`query`, else the last user message of `messages` (OpenAI or MCP shapes, text parts joined)."""
     query, messages = arguments.get("query"), arguments.get("messages")
@@ -136,10 +159,8 @@ def select_tools_schema(max_tools: int) -> dict[str, Any]:
 
 def register_tool_filter(registry: ToolRegistry, tool_filter: ToolFilter) -> None:
     async def select_tools(arguments: dict[str, Any]) -> dict[str, Any]:
-        tools = arguments["tools"]
-        selection = await tool_filter.select(
-            query_from(arguments), tools, int(arguments.get("top_k", DEFAULT_TOP_K)), float(arguments.get("threshold", DEFAULT_THRESHOLD))
-        )
+        tools, asked = arguments["tools"], filter_arguments(arguments)
+        selection = await tool_filter.select(asked.query, tools, asked.top_k, asked.threshold)
         out: dict[str, Any] = {
             "tools": [{"name": tool_name(tools[i]), "score": s} for i, s in zip(selection.indices, selection.scores)]
             if selection.filtered

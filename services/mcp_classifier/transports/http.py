@@ -28,7 +28,7 @@ from ..protocol.jsonrpc import (
     JsonRpcError,
     error_response,
 )
-from ..protocol.tool_filter import DEFAULT_THRESHOLD, DEFAULT_TOP_K, ToolFilter, query_from
+from ..protocol.tool_filter import ToolFilter, filter_arguments
 from ..protocol.tools import ToolError
 from ..telemetry import GatewayMetrics
 from . import openapi
@@ -282,13 +282,9 @@ def _add_tool_filter_route(app: FastAPI, tool_filter: ToolFilter, max_body_bytes
             return json_response({"error": "the body must be an object with a `tools` list (and `query` or `messages`)"}, status=400)
         tools = body["tools"]
         try:
-            top_k, threshold = body.get("top_k", DEFAULT_TOP_K), body.get("threshold", DEFAULT_THRESHOLD)
-            if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-                raise ToolError("top_k must be an integer of at least 1")
-            if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not -1 <= threshold <= 1:
-                raise ToolError("threshold must be a number from -1 to 1 (a cosine similarity)")
-            selection = await tool_filter.select(query_from(body), tools, top_k, threshold)
-        except (ToolError, TypeError, ValueError) as exc:
+            asked = filter_arguments(body)
+            selection = await tool_filter.select(asked.query, tools, asked.top_k, asked.threshold)
+        except ToolError as exc:
             return json_response({"error": str(exc)}, status=400)
         kept = [tools[i] for i in selection.indices]
         payload: dict[str, Any] = {"tools": kept, "filtered": selection.filtered, "total": selection.total, "kept": len(kept)}
