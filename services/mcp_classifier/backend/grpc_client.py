@@ -158,14 +158,14 @@ class GrpcBackend:
             wait=wait_exponential(multiplier=0.05, max=1.0),
             reraise=True,
         )
+
+        async def attempt() -> Any:
+            return await rpc(request, timeout=max(deadline - time.monotonic(), MIN_ATTEMPT_TIMEOUT_S), metadata=self._metadata)
+
         try:
-            async for attempt in retrying:
-                with attempt:
-                    remaining = max(deadline - time.monotonic(), MIN_ATTEMPT_TIMEOUT_S)
-                    return await rpc(request, timeout=remaining, metadata=self._metadata)
+            return await retrying(attempt)
         except grpc.aio.AioRpcError as exc:
             raise backend_error(exc) from exc
-        raise AssertionError("unreachable: tenacity either returns or reraises")
 
     async def info_message(self, timeout_s: float | None = None) -> pb.InfoResponse:
         try:

@@ -42,12 +42,10 @@ class DrainingServer(uvicorn.Server):
                 self._captured_signals.clear()  # uvicorn would raise them again at the process after its shutdown
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        if self.draining or self.drain_delay_s <= 0 or self._loop is None:
-            self.on_drain()
+        second_signal, self.draining = self.draining, True
+        self.on_drain()
+        if second_signal or self.drain_delay_s <= 0 or self._loop is None:
             super().handle_exit(sig, frame)
             return
-        self.draining = True
-        self.on_drain()
         log.info("signal %d: /ready answers 503; still serving for %.1f s, then stopping", sig, self.drain_delay_s)
-        stop = super().handle_exit
-        self._loop.call_soon_threadsafe(self._loop.call_later, self.drain_delay_s, stop, sig, None)
+        self._loop.call_soon_threadsafe(self._loop.call_later, self.drain_delay_s, super().handle_exit, sig, None)
