@@ -85,3 +85,26 @@ def measure_raw(settings: Settings, texts: Sequence[str], seconds: float) -> lis
         del classifier
         gc.collect()
     return results
+
+
+def measure_lone(settings: Settings, texts: Sequence[str], rounds: int = 3) -> float:
+    """Median milliseconds of one text alone through tokenise + forward + pool, in this process.
+
+    What a lone request cannot go below: the gateway's added latency is its p50 minus this.
+    """
+    classifier = build_classifier(settings)
+    encoder = classifier.encoder
+    try:
+        for text in texts[:10]:
+            encoder.encode_queries([text])  # warm-up
+        samples: list[float] = []
+        for _ in range(rounds):
+            for text in texts:
+                t0 = time.perf_counter()
+                encoder.encode_queries([text])
+                samples.append(time.perf_counter() - t0)
+    finally:
+        del classifier, encoder
+        gc.collect()
+    samples.sort()
+    return 1000 * samples[len(samples) // 2]

@@ -300,6 +300,33 @@ def test_categories_change_reaches_the_replicas_under_load(ray_stack: ServerProc
     assert httpx.get(f"{ray_stack.url}/health").json()["categories"][-1] == "finance"
 
 
+def test_replicas_run_throughput_optimized_and_export_their_batch_metrics(ray_stack: ServerProcess) -> None:
+    """The default (ray_throughput_optimized) reaches every Serve process, and the replicas' own
+    histograms still reach Ray's Prometheus endpoint under it (the traced hops and the hot reload
+    above run under it too)."""
+    match = re.search(r"throughput-optimized (on|off); Ray metrics on (http://\S+/metrics)", ray_stack.log())
+    assert match and match.group(1) == "on", ray_stack.log()[-3000:]
+    serve_processes = [
+        p
+        for p in psutil.Process(ray_stack.process.pid).children(recursive=True)
+        if "ServeReplica" in " ".join(p.cmdline()) or "ServeController" in " ".join(p.cmdline())
+    ]
+    assert any("ServeReplica" in " ".join(p.cmdline()) for p in serve_processes), "no Serve replica process found"
+    assert all(p.environ().get("RAY_SERVE_THROUGHPUT_OPTIMIZED") == "1" for p in serve_processes)
+
+    for text in TEXTS:
+        _rest_classify(ray_stack.url, text)
+    deadline = time.monotonic() + 40  # Ray's agent exports every few seconds
+    counts: list[float] = []
+    while time.monotonic() < deadline and not any(counts):
+        body = httpx.get(match.group(2), timeout=5).text
+        counts = [
+            float(line.rsplit(" ", 1)[1]) for line in body.splitlines() if line.startswith("ray_mcp_classifier_embedder_batch_size_count")
+        ]
+        time.sleep(1)
+    assert any(counts), "ray_mcp_classifier_embedder_batch_size_count never appeared with a value"
+
+
 def test_sigterm_stops_the_embedded_ray_it_started(tmp_path: Path) -> None:
     """Runs last in this module: its own `serve --backend ray`, stopped by its PID; no Ray process may outlive it."""
     proc = start_server(tmp_path, "--backend", "ray", "--min-replicas", "1", "--max-replicas", "1", env={"RAY_AUTH_MODE": "disabled"})

@@ -830,3 +830,13 @@ def test_the_gateway_environment_is_valid_settings(
     if "redis_url" in Settings.model_fields:
         url = settings.redis_url.get_secret_value()
         assert url.startswith("redis") and ("s3cret" in url) == (profile == "external-redis")
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_every_ray_container_gets_the_throughput_optimized_switch(helm: list[str], tmp_path: Path, enabled: bool) -> None:
+    """RAY_SERVE_THROUGHPUT_OPTIMIZED is read by each Ray process at start: head and every worker group carry it."""
+    docs = render(helm, tmp_path, {"embedder": {"throughputOptimized": enabled}})
+    head, workers = ray_groups(docs)
+    containers = [c for group in (head, *workers) for c in group["template"]["spec"]["containers"]]
+    assert containers and all(env_of(c)["RAY_SERVE_THROUGHPUT_OPTIMIZED"]["value"] == ("1" if enabled else "0") for c in containers)
+    assert values_of("")["embedder"]["throughputOptimized"] is Settings.model_fields["ray_throughput_optimized"].default

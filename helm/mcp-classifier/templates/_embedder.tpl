@@ -22,6 +22,8 @@ capabilities:
   value: /home/ray/.cache/huggingface
 - name: TOKENIZERS_PARALLELISM
   value: "false"
+- name: RAY_SERVE_THROUGHPUT_OPTIMIZED
+  value: {{ ternary "1" "0" .Values.embedder.throughputOptimized | quote }}
 {{- include "mcp-classifier.otelEnv" (list . "mcp-classifier-embedder") }}
 {{- with .Values.embedder.extraEnv }}
 {{ toYaml . }}

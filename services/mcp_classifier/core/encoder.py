@@ -17,6 +17,7 @@ import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from .batch_plan import plan_sub_batches
+from .random_models import build_random_model, is_random_model, random_model_config
 
 log = logging.getLogger(__name__)
 
@@ -114,10 +115,18 @@ class TextEncoder:
         self.dtype = pick_dtype(dtype, self.device)
         local_only = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0") or Path(path).is_dir()
         try:
-            config = AutoConfig.from_pretrained(path, local_files_only=local_only)
+            if is_random_model(model):
+                # Throughput only: the published architecture with random weights, and the packaged
+                # tokenizer (its ids all fall inside the bigger vocabulary).
+                config = random_model_config(model)
+                self.model = build_random_model(model, self.dtype)
+                path = resolve_model_path(BUILTIN_MINILM)
+                log.warning("model %s has RANDOM weights: its classifications mean nothing (throughput measurement only)", model)
+            else:
+                config = AutoConfig.from_pretrained(path, local_files_only=local_only)
+                self.model = AutoModel.from_pretrained(path, dtype=self.dtype, local_files_only=local_only)
             self.pooling: Pooling = detect_pooling(path, config) if pooling == "auto" else cast(Pooling, pooling)
-            self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=local_only)
-            self.model = AutoModel.from_pretrained(path, dtype=self.dtype, local_files_only=local_only)
+            self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True if is_random_model(model) else local_only)
         except (OSError, ValueError) as exc:
             raise ModelLoadError(f"cannot load model {model!r} from {path!r}: {exc}") from exc
         if self.pooling == "last":

@@ -11,6 +11,7 @@ from ..settings import Settings
 from .serve_config import SERVICER_FUNCTION, route_prefix
 
 log = logging.getLogger(__name__)
+THROUGHPUT_OPTIMIZED_ENV = "RAY_SERVE_THROUGHPUT_OPTIMIZED"
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -25,11 +26,14 @@ def start_local_serve(settings: Settings) -> int:
     Returns the gRPC port. Blocks until the replicas have loaded and warmed up the model.
     """
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    # Read by Serve's constants in every Ray process, which inherit the environment of the node this starts.
+    os.environ[THROUGHPUT_OPTIMIZED_ENV] = "1" if settings.ray_throughput_optimized else "0"
     import ray
     from ray import serve
     from ray.serve.config import HTTPOptions, gRPCOptions
 
     grpc_port = free_port()
+    metrics_port = settings.ray_metrics_port or free_port()
     ray.init(
         num_cpus=settings.ray_num_cpus,
         num_gpus=None if settings.replica_num_gpus else 0,
@@ -38,13 +42,20 @@ def start_local_serve(settings: Settings) -> int:
         configure_logging=False,
         log_to_driver=True,
         namespace="mcp-classifier",
+        _metrics_export_port=metrics_port,
     )
     serve.start(
         http_options=HTTPOptions(host="127.0.0.1", port=free_port()),
         grpc_options=gRPCOptions(port=grpc_port, grpc_servicer_functions=[SERVICER_FUNCTION]),
     )
     deploy_app(settings)
-    log.info("embedded Ray Serve is up: gRPC on 127.0.0.1:%d, app %s", grpc_port, settings.serve_app_name)
+    log.info(
+        "embedded Ray Serve is up: gRPC on 127.0.0.1:%d, app %s, throughput-optimized %s; Ray metrics on http://127.0.0.1:%d/metrics",
+        grpc_port,
+        settings.serve_app_name,
+        "on" if settings.ray_throughput_optimized else "off",
+        metrics_port,
+    )
     return grpc_port
 
 

@@ -1,0 +1,149 @@
+#!/usr/bin/env python
+"""Every serving path against the raw forward, in one run, driven by wrk (a C load generator).
+
+Measures first, in this process and before any server starts:
+  * the raw floor: length-sorted batches of ``--batch-size`` over the benchmark's router-style
+    queries (5-40 words), texts/s (the higher of fixed chunks and the encoder's own plan);
+  * the raw lone text: median ms of one text through tokenise + forward + pool.
+Then, for each path (a real `serve` process each, cache off), wrk at every client level: req/s,
+its share of the floor, p50/p99 and errors; and a second table of what a lone request adds to
+the raw lone text. Paths are `serve` flag sets (``--path NAME='FLAGS'``), so a lever is measured
+by running the same path with and without its flag, side by side.
+
+Targets (issue 15, builtin:minilm, 2 cores, load generator included): Ray at 32 clients >= 0.70 of
+the floor, local >= 0.80; a lone request adds <= 3 ms (local) and <= 10 ms (Ray); 0 errors.
+
+Usage (from the repository root; needs `wrk` on PATH, e.g. `apt-get install wrk`):
+    python -m loadtests.bench_paths [--duration 10] [--clients 1,8,32,64] [--json out.json]
+        [--path local='--backend local'] [--path ray='--backend ray'] ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+import orjson
+
+from loadtests.harness.floor import measure_lone, measure_raw
+from loadtests.harness.loadgen import HttpResult, client_levels
+from loadtests.harness.queries import TEXTS
+from loadtests.harness.servers import Server
+from loadtests.harness.tables import fmt
+from loadtests.harness.wrk import Wrk, wrk_available
+from mcp_classifier.settings import Settings
+
+DEFAULT_PATHS = {"local": "--backend local", "ray": "--backend ray"}
+THROUGHPUT_TARGETS = {"local": 0.80, "ray": 0.70}  # share of the raw floor at 32 clients
+LONE_TARGETS_MS = {"local": 3.0, "ray": 10.0}  # added to the raw lone text at 1 client
+
+
+def path_spec(value: str) -> tuple[str, str]:
+    name, sep, flags = value.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError("expected NAME='serve flags', e.g. ray-plain='--backend ray --no-ray-throughput-optimized'")
+    return name, flags
+
+
+def backend_of(flags: str) -> str:
+    words = shlex.split(flags)
+    return words[words.index("--backend") + 1] if "--backend" in words else "local"
+
+
+def run_path(name: str, flags: str, wrk: Wrk, args: argparse.Namespace) -> list[HttpResult]:
+    serve_args = ["--no-cache", "--batch-size", str(args.batch_size), *shlex.split(flags)]
+    print(f"[{name}] serve {' '.join(serve_args)}", file=sys.stderr)
+    server = Server(serve_args)
+    results: list[HttpResult] = []
+    try:
+        url = server.wait_ready()
+        for clients in args.clients:
+            wrk.run(url, clients, args.warmup)  # unmeasured: fills caches, grows pools, settles autoscaling
+            result = wrk.run(url, clients, args.duration, server.tree)
+            print(
+                f"  {clients:>3} clients: {result.rps:7.1f} req/s  p50 {result.p50_ms:7.1f} ms  p99 {result.p99_ms:7.1f} ms  "
+                f"errors {result.failures}  CPU server {fmt(result.server_cpu_pct, 0)}% wrk {fmt(result.loadgen_cpu_pct, 0)}% "
+                f"other {fmt(result.other_cpu_pct, 0)}%",
+                file=sys.stderr,
+            )
+            results.append(result)
+    finally:
+        server.stop()
+    return results
+
+
+def render(floor: float, lone_ms: float, runs: dict[str, tuple[str, list[HttpResult]]]) -> str:
+    lines = [
+        f"raw floor {floor:.1f} texts/s (batched, length-sorted); raw lone text {lone_ms:.1f} ms (median)",
+        "",
+        "| path | clients | req/s | share of floor | p50 ms | p99 ms | errors | CPU % server / wrk / other |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for name, (_, results) in runs.items():
+        for r in results:
+            cpu = f"{fmt(r.server_cpu_pct, 0)} / {fmt(r.loadgen_cpu_pct, 0)} / {fmt(r.other_cpu_pct, 0)}"
+            lines.append(
+                f"| {name} | {r.clients} | {r.rps:.1f} | {r.rps / floor:.2f} | {r.p50_ms:.1f} | {r.p99_ms:.1f} | {r.failures} | {cpu} |"
+            )
+    lines += [
+        "",
+        "| path | target share at 32 | share at 32 | lone p50 ms | added to raw lone | target added |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, (backend, results) in runs.items():
+        by_clients = {r.clients: r for r in results}
+        at32 = by_clients.get(32)
+        lone = by_clients.get(1)
+        lines.append(
+            f"| {name} | {THROUGHPUT_TARGETS.get(backend, float('nan')):.2f} | {fmt(at32.rps / floor if at32 else None, 2)} | "
+            f"{fmt(lone.p50_ms if lone else None)} | {fmt(lone.p50_ms - lone_ms if lone else None)} | +{LONE_TARGETS_MS.get(backend, float('nan')):g} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--duration", type=float, default=10.0, help="measured seconds per level [default: 10]")
+    parser.add_argument("--warmup", type=float, default=3.0, help="unmeasured seconds before each level [default: 3]")
+    parser.add_argument("--clients", type=client_levels, default=[1, 8, 32, 64], help="connection counts [default: 1,8,32,64]")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--raw-seconds", type=float, default=5.0, help="seconds per raw floor measurement [default: 5]")
+    parser.add_argument("--path", type=path_spec, action="append", help="NAME='serve flags' (repeatable) [default: local and ray]")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="also write every figure to FILE as JSON")
+    args = parser.parse_args(argv)
+    if not wrk_available():
+        print("wrk is not on PATH (apt-get install wrk): it is the load generator of this benchmark", file=sys.stderr)
+        return 2
+    paths = dict(args.path) if args.path else DEFAULT_PATHS
+    texts = list(TEXTS)
+    settings = Settings(batch_size=args.batch_size)
+    print(f"builtin:minilm floor over {len(texts)} texts, {os.cpu_count()} CPUs", file=sys.stderr)
+    raw = measure_raw(settings, texts, args.raw_seconds)
+    floor = max(r.texts_per_s for r in raw[:2])
+    lone_ms = measure_lone(settings, texts)
+    print(f"  raw lone text: {lone_ms:.1f} ms", file=sys.stderr)
+    wrk = Wrk(texts)
+    runs = {name: (backend_of(flags), run_path(name, flags, wrk, args)) for name, flags in paths.items()}
+    print()
+    print(render(floor, lone_ms, runs))
+    if args.json:
+        payload = {
+            "floor_texts_per_s": floor,
+            "raw_lone_ms": lone_ms,
+            "raw": [asdict(r) for r in raw],
+            "paths": {
+                name: {"flags": paths[name], "backend": backend, "results": [asdict(r) for r in results]}
+                for name, (backend, results) in runs.items()
+            },
+        }
+        args.json.write_bytes(orjson.dumps(payload, option=orjson.OPT_INDENT_2))
+    return 0 if all(r.failures == 0 for _, results in runs.values() for r in results) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
