@@ -59,6 +59,11 @@ def detect_pooling(model_dir: str, config: object) -> Pooling:
                     if cfg.get("pooling_mode_cls_token"):
                         return "cls"
                     return "mean"
+    return detect_pooling_from_config(config)
+
+
+def detect_pooling_from_config(config: object) -> Pooling:
+    """Last-token for decoder families (Qwen3-Embedding and kin), else mean."""
     model_type = getattr(config, "model_type", "")
     architectures = getattr(config, "architectures", None) or []
     if model_type in _DECODER_MODEL_TYPES or any(a.endswith("ForCausalLM") for a in architectures):
@@ -116,17 +121,18 @@ class TextEncoder:
         local_only = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0") or Path(path).is_dir()
         try:
             if is_random_model(model):
-                # Throughput only: the published architecture with random weights, and the packaged
-                # tokenizer (its ids all fall inside the bigger vocabulary).
+                # Throughput only: the published architecture with random weights (its pooling follows
+                # the architecture), and the packaged tokenizer, whose ids all fall inside its vocabulary.
                 config = random_model_config(model)
+                self.pooling: Pooling = detect_pooling_from_config(config) if pooling == "auto" else cast(Pooling, pooling)
                 self.model = build_random_model(model, self.dtype)
-                path = resolve_model_path(BUILTIN_MINILM)
+                self.tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(BUILTIN_MINILM), local_files_only=True)
                 log.warning("model %s has RANDOM weights: its classifications mean nothing (throughput measurement only)", model)
             else:
                 config = AutoConfig.from_pretrained(path, local_files_only=local_only)
+                self.pooling = detect_pooling(path, config) if pooling == "auto" else cast(Pooling, pooling)
+                self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=local_only)
                 self.model = AutoModel.from_pretrained(path, dtype=self.dtype, local_files_only=local_only)
-            self.pooling: Pooling = detect_pooling(path, config) if pooling == "auto" else cast(Pooling, pooling)
-            self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True if is_random_model(model) else local_only)
         except (OSError, ValueError) as exc:
             raise ModelLoadError(f"cannot load model {model!r} from {path!r}: {exc}") from exc
         if self.pooling == "last":
