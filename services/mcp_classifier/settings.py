@@ -85,9 +85,10 @@ class Settings(BaseSettings):
     ray_num_cpus: int = Field(2, ge=1, description="CPUs the embedded Ray node may use.")
     ray_object_store_mb: int = Field(200, ge=75, description="Object store size of the embedded Ray node (MiB).")
     ray_throughput_optimized: bool = Field(
-        True,
+        False,
         description="Run Serve in its throughput-optimized mode (RAY_SERVE_THROUGHPUT_OPTIMIZED: gRPC between Serve actors, "
-        "direct ingress, GC frozen after start); measured on 2 CPUs: more req/s at 32 clients and a lower lone-request p50.",
+        "direct ingress, GC frozen after start). Off by default: on 2 CPUs it gained nothing measurable, and after a replica "
+        "was killed under load throughput did not recover within 30 s (docs/loadtest/paths.md).",
     )
     ray_metrics_port: int = Field(
         0, ge=0, le=65535, description="Prometheus port of the embedded Ray node's metrics agent (replica histograms); 0 picks a free one."
@@ -132,6 +133,12 @@ class Settings(BaseSettings):
     port: int = Field(8080, ge=0, le=65535, description="HTTP port; 0 picks a free one (printed at start).")
     max_text_length: int = Field(8192, ge=1, description="Longest text (characters) classify_text accepts.")
     max_batch_texts: int = Field(256, ge=1, le=4096, description="Most texts one classify_batch call accepts.")
+    list_ttl_ms: int = Field(
+        300_000,
+        ge=0,
+        description="MCP 2026-07-28: how long clients may cache server/discover, tools/list and the other list results "
+        "(ttlMs, cacheScope public); they change only with a new server version.",
+    )
     max_tools: int = Field(2000, ge=1, le=20000, description="Most tools one select_tools call (or /v1/tools/filter request) may rank.")
     tool_embedding_cache_entries: int = Field(
         20000, ge=0, description="Tool-description vectors kept in process (LRU); Redis keeps them too when the cache is on."

@@ -25,6 +25,16 @@ class GatewayMetrics:
             "mcp_classifier_errors", "Errors answered, by kind (parse, invalid, backend_unavailable, ...)", ["kind"], registry=self.registry
         )
 
+        self.mcp_methods = Counter(
+            "mcp_classifier_mcp_methods",
+            "MCP requests by protocol era (handshake or 2026-07-28), method and outcome (ok or the JSON-RPC error code)",
+            ["era", "method", "outcome"],
+            registry=self.registry,
+        )
+
+    def observe_method(self, era: str, method: str, outcome: str) -> None:
+        self.mcp_methods.labels(era, method, outcome).inc()
+
     def observe(self, route: str, status: int, seconds: float) -> None:
         self.requests.labels(route, str(status)).inc()
         self.latency.labels(route).observe(seconds)

@@ -118,7 +118,7 @@ def build_dispatcher(settings: Settings, backend: ClassificationBackend, tool_fi
     registry = ToolRegistry()
     register_classification_tools(registry, backend, settings.max_text_length, settings.max_batch_texts)
     register_tool_filter(registry, tool_filter or build_tool_filter(settings, backend))
-    return McpDispatcher(registry)
+    return McpDispatcher(registry, list_ttl_ms=settings.list_ttl_ms)
 
 
 class Gateway(NamedTuple):

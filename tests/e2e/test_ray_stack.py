@@ -52,15 +52,24 @@ def otlp() -> Iterator[OtlpReceiver]:
     receiver.stop()
 
 
+@pytest.fixture(scope="module", params=[False, True], ids=["serve-default", "serve-throughput-optimized"])
+def throughput_optimized(request: pytest.FixtureRequest) -> bool:
+    """Every test of the stack runs twice: on the default Serve, and with RAY_SERVE_THROUGHPUT_OPTIMIZED
+    (--ray-throughput-optimized), so turning the mode on keeps traces, batches, hot reload and metrics."""
+    return bool(request.param)
+
+
 @pytest.fixture(scope="module")
-def ray_categories(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def ray_categories(tmp_path_factory: pytest.TempPathFactory, throughput_optimized: bool) -> Path:
     path = tmp_path_factory.mktemp("ray-categories") / "categories.yaml"
     shutil.copy(DEFAULT_FILE, path)
     return path
 
 
 @pytest.fixture(scope="module")
-def ray_stack(tmp_path_factory: pytest.TempPathFactory, otlp: OtlpReceiver, ray_categories: Path) -> Iterator[ServerProcess]:
+def ray_stack(
+    tmp_path_factory: pytest.TempPathFactory, otlp: OtlpReceiver, ray_categories: Path, throughput_optimized: bool
+) -> Iterator[ServerProcess]:
     """`mcp-classifier serve --backend ray`, its spans sent to the in-test OTLP receiver."""
     env = {
         "OTEL_EXPORTER_OTLP_ENDPOINT": otlp.endpoint,
@@ -82,6 +91,7 @@ def ray_stack(tmp_path_factory: pytest.TempPathFactory, otlp: OtlpReceiver, ray_
         "1",  # one replica: its Info stats see every batch
         "--categories-file",
         str(ray_categories),
+        "--ray-throughput-optimized" if throughput_optimized else "--no-ray-throughput-optimized",
         env=env,
     )
     yield proc
@@ -300,19 +310,21 @@ def test_categories_change_reaches_the_replicas_under_load(ray_stack: ServerProc
     assert httpx.get(f"{ray_stack.url}/health").json()["categories"][-1] == "finance"
 
 
-def test_replicas_run_throughput_optimized_and_export_their_batch_metrics(ray_stack: ServerProcess) -> None:
-    """The default (ray_throughput_optimized) reaches every Serve process, and the replicas' own
-    histograms still reach Ray's Prometheus endpoint under it (the traced hops and the hot reload
-    above run under it too)."""
+def test_serve_runs_in_the_chosen_mode_and_replicas_export_their_batch_metrics(
+    ray_stack: ServerProcess, throughput_optimized: bool
+) -> None:
+    """ray_throughput_optimized reaches every Serve process, and the replicas' own histograms reach Ray's
+    Prometheus endpoint in both modes."""
     match = re.search(r"throughput-optimized (on|off); Ray metrics on (http://\S+/metrics)", ray_stack.log())
-    assert match and match.group(1) == "on", ray_stack.log()[-3000:]
+    assert match and match.group(1) == ("on" if throughput_optimized else "off"), ray_stack.log()[-3000:]
     serve_processes = [
         p
         for p in psutil.Process(ray_stack.process.pid).children(recursive=True)
         if "ServeReplica" in " ".join(p.cmdline()) or "ServeController" in " ".join(p.cmdline())
     ]
     assert any("ServeReplica" in " ".join(p.cmdline()) for p in serve_processes), "no Serve replica process found"
-    assert all(p.environ().get("RAY_SERVE_THROUGHPUT_OPTIMIZED") == "1" for p in serve_processes)
+    expected = "1" if throughput_optimized else "0"
+    assert all(p.environ().get("RAY_SERVE_THROUGHPUT_OPTIMIZED") == expected for p in serve_processes)
 
     for text in TEXTS:
         _rest_classify(ray_stack.url, text)

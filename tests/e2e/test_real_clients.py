@@ -8,6 +8,7 @@ import os
 import sys
 
 import fastmcp
+import httpx
 import mcp
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -38,6 +39,37 @@ def test_mcp_sdk_client_over_http(server: ServerProcess, category_count: int) ->
         _check_tools_and_calls([t.name for t in tools.tools], classify_json, json.loads(categories.content[0].text), category_count)
 
     asyncio.run(run())
+
+
+def _method_counts(url: str) -> dict[tuple[str, str, str], float]:
+    """mcp_classifier_mcp_methods by (era, method, outcome), read from the gateway's /metrics."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    counts: dict[tuple[str, str, str], float] = {}
+    for family in text_string_to_metric_families(httpx.get(f"{url}/metrics", timeout=10).text):
+        for sample in family.samples:
+            if sample.name == "mcp_classifier_mcp_methods_total":
+                counts[(sample.labels["era"], sample.labels["method"], sample.labels["outcome"])] = sample.value
+    return counts
+
+
+def test_mcp_sdk_client_speaks_2026_07_28_without_initialize(server: ServerProcess) -> None:
+    """mcp 2.x discovers the stateless revision and never sends the handshake: counted at the server."""
+    before = _method_counts(server.url)
+
+    async def run() -> None:
+        async with mcp.Client(f"{server.url}/mcp") as client:
+            await client.list_tools()
+            classified = await client.call_tool("classify_text", {"text": "how do vaccines train the immune system"})
+            assert not classified.is_error and classified.structured_content["category"] == "science"
+
+    asyncio.run(run())
+    after = _method_counts(server.url)
+    grown = {key: after[key] - before.get(key, 0.0) for key in after if after[key] > before.get(key, 0.0)}
+    assert grown.get(("2026-07-28", "server/discover", "ok"), 0) >= 1, grown
+    assert grown.get(("2026-07-28", "tools/list", "ok"), 0) >= 1, grown
+    assert grown.get(("2026-07-28", "tools/call", "ok"), 0) >= 1, grown
+    assert not [key for key in grown if key[1] in ("initialize", "ping") or key[0] == "handshake"], grown
 
 
 def test_fastmcp_client_over_http(server: ServerProcess, category_count: int) -> None:

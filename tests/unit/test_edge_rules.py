@@ -253,7 +253,7 @@ def test_websocket_routes_are_behind_the_guard_too() -> None:
 
     metrics = GatewayMetrics()
     guard = EdgeGuard(keys=ApiKeys("ws-key", None), hosts=Allowlist("*"), origins=Allowlist("localhost"), limiter=None, metrics=metrics)
-    app = create_app(McpDispatcher(ToolRegistry()), Idle(), max_body_bytes=4096, metrics=metrics, edge=guard)
+    app = create_app(McpDispatcher(ToolRegistry(), list_ttl_ms=0), Idle(), max_body_bytes=4096, metrics=metrics, edge=guard)
 
     @app.websocket("/ws")
     async def ws(socket: WebSocket) -> None:

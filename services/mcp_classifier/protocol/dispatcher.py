@@ -1,4 +1,4 @@
-"""MCP method dispatch shared by every transport (HTTP JSON-RPC, REST style, stdio, SSE)."""
+"""MCP method dispatch shared by every transport (HTTP JSON-RPC in both eras, REST style, stdio)."""
 
 from __future__ import annotations
 
@@ -24,12 +24,22 @@ from .jsonrpc import (
     parse_request,
     result_response,
 )
+from .stateless import (
+    HANDSHAKE_VERSIONS,
+    REMOVED_METHODS,
+    STATELESS_VERSION,
+    RoutingHeaders,
+    all_supported_versions,
+    check_request,
+    finish_result,
+    method_not_found,
+)
 from .tools import ToolRegistry, UnknownTool
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("mcp_classifier.protocol")
 
-SUPPORTED_PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+SUPPORTED_PROTOCOL_VERSIONS = HANDSHAKE_VERSIONS
 FALLBACK_PROTOCOL_VERSION = "2025-06-18"
 # MCP logging levels (RFC 5424 names) -> Python logging levels.
 MCP_LOG_LEVELS = {
@@ -48,13 +58,18 @@ INSTRUCTIONS = (
 )
 
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+# (era, method, outcome): outcome is "ok" or the JSON-RPC error code; method is "<unknown>" outside the known set
+MethodObserver = Callable[[str, str, str], None]
+HANDSHAKE_ERA = "handshake"
 
 
 class McpDispatcher:
     """Stateless: no session, any method works without a prior initialize (any replica gets any request)."""
 
-    def __init__(self, tools: ToolRegistry) -> None:
+    def __init__(self, tools: ToolRegistry, *, list_ttl_ms: int) -> None:
         self.tools = tools
+        self.method_observer: MethodObserver | None = None  # set by a transport that counts methods (metrics)
+        self._list_ttl_ms = list_ttl_ms
         self._methods: dict[str, Handler] = {
             "initialize": self._initialize,
             "ping": self._empty,
@@ -62,6 +77,15 @@ class McpDispatcher:
             "tools/call": self._tools_call,
             "logging/setLevel": self._set_level,
             "resources/list": self._resources_list,
+            "prompts/list": self._prompts_list,
+        }
+        # MCP 2026-07-28: discovery instead of the handshake, and the empty lists its clients probe.
+        self._stateless_methods: dict[str, Handler] = {
+            "server/discover": self._discover,
+            "tools/list": self._tools_list,
+            "tools/call": self._tools_call,
+            "resources/list": self._resources_list,
+            "resources/templates/list": self._resource_templates_list,
             "prompts/list": self._prompts_list,
         }
 
@@ -94,15 +118,48 @@ class McpDispatcher:
             return None
         try:
             assert request.id is not None  # a request that is not a notification carries a valid id
-            return result_response(request.id, await self.call(request.method, request.params))
+            response = result_response(request.id, await self.call(request.method, request.params))
         except JsonRpcError as exc:
+            self._observe(HANDSHAKE_ERA, request.method, str(exc.code))
             return error_response(request.id, exc)
+        self._observe(HANDSHAKE_ERA, request.method, "ok")
+        return response
+
+    async def handle_stateless_bytes(self, body: bytes, headers: RoutingHeaders) -> dict[str, Any] | None:
+        """One MCP 2026-07-28 message (never a batch) -> its response, or None for a notification."""
+        try:
+            message = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            return error_response(None, JsonRpcError(PARSE_ERROR, f"Parse error: {exc}"))
+        if not isinstance(message, dict):
+            return error_response(None, JsonRpcError(INVALID_REQUEST, "Invalid Request: the body must be one JSON-RPC request object"))
+        try:
+            request = parse_request(message)
+        except JsonRpcError as exc:
+            return error_response(exc.request_id, exc)
+        if request is None or request.is_notification:
+            return None
+        assert request.id is not None  # a request that is not a notification carries a valid id
+        try:
+            check_request(request, headers)
+            handler = self._stateless_methods.get(request.method)
+            if handler is None:
+                raise method_not_found(request.method)
+            result = await self._traced(request.method, handler, request.params)
+        except JsonRpcError as exc:
+            self._observe(STATELESS_VERSION, request.method, str(exc.code))
+            return error_response(request.id, exc)
+        self._observe(STATELESS_VERSION, request.method, "ok")
+        return result_response(request.id, finish_result(request.method, result, self._server_info(), self._list_ttl_ms))
 
     async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """Run one method; raises JsonRpcError. The REST transport calls this directly."""
         handler = self._methods.get(method)
         if handler is None:
             raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+        return await self._traced(method, handler, params)
+
+    async def _traced(self, method: str, handler: Handler, params: dict[str, Any]) -> dict[str, Any]:
         with tracer.start_as_current_span(f"mcp {method}", attributes={"mcp.method": method}) as span:
             if method == "tools/call" and isinstance(params.get("name"), str):
                 span.set_attribute("mcp.tool", params["name"])
@@ -134,6 +191,27 @@ class McpDispatcher:
             "serverInfo": {"name": SERVER_NAME, "version": __version__},
             "instructions": INSTRUCTIONS,
         }
+
+    def _observe(self, era: str, method: str, outcome: str) -> None:
+        if self.method_observer is not None:
+            known = method in self._methods or method in self._stateless_methods or method in REMOVED_METHODS
+            self.method_observer(era, method if known else "<unknown>", outcome)
+
+    @staticmethod
+    def _server_info() -> dict[str, str]:
+        return {"name": SERVER_NAME, "version": __version__}
+
+    async def _discover(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "supportedVersions": all_supported_versions(),
+            # The lists a 2026-07-28 client probes exist (empty for resources and prompts), so they are declared;
+            # nothing changes at run time, so no listChanged or subscriptions.
+            "capabilities": {"tools": {}, "resources": {}, "prompts": {}},
+            "instructions": INSTRUCTIONS,
+        }
+
+    async def _resource_templates_list(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {"resourceTemplates": []}
 
     async def _empty(self, params: dict[str, Any]) -> dict[str, Any]:
         return {}

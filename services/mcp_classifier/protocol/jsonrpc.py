@@ -11,6 +11,10 @@ METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 SERVER_UNAVAILABLE = -32000  # implementation-defined range: the classification backend is down or overloaded
+# MCP 2026-07-28 (stateless revision)
+HEADER_MISMATCH = -32020  # a routing header (MCP-Protocol-Version, Mcp-Method, Mcp-Name) is absent or disagrees with the body
+MISSING_CLIENT_CAPABILITY = -32021  # the request needs a client capability its _meta does not declare
+UNSUPPORTED_PROTOCOL_VERSION = -32022  # data: {"supported": [...], "requested": "..."}
 
 RequestId = str | int
 

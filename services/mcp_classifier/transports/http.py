@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from .. import __version__
 from ..backend.base import ClassificationBackend
 from ..edge import EdgeGuard, EdgeMiddleware
+from ..protocol import stateless
 from ..protocol.dispatcher import McpDispatcher
 from ..protocol.jsonrpc import (
     INTERNAL_ERROR,
@@ -28,6 +29,7 @@ from ..protocol.jsonrpc import (
     JsonRpcError,
     error_response,
 )
+from ..protocol.stateless import RoutingHeaders, is_stateless_request
 from ..protocol.tool_filter import ToolFilter, filter_arguments
 from ..protocol.tools import ToolError
 from ..telemetry import GatewayMetrics
@@ -126,6 +128,7 @@ def create_app(
     only this app) moves everything alive after start-up out of the cyclic GC's reach.
     """
     metrics = metrics or GatewayMetrics()
+    dispatcher.method_observer = metrics.observe_method
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -171,10 +174,22 @@ def create_app(
                 error_response(None, JsonRpcError(INVALID_REQUEST, f"request body exceeds {max_body_bytes} bytes")), status=413
             )
         else:
-            answer = await dispatcher.handle_bytes(body)
-            response = Response(status_code=202) if answer is None else json_response(answer)
+            response = await _jsonrpc_answer(request, body)
         metrics.observe("/mcp", response.status_code, time.perf_counter() - started)
         return response
+
+    async def _jsonrpc_answer(request: Request, body: bytes) -> Response:
+        """The MCP-Protocol-Version header picks the era: 2026-07-28 (stateless) rules, or the handshake era's."""
+        versions = request.headers.getlist("mcp-protocol-version")
+        if versions and is_stateless_request(versions[0]):
+            headers = RoutingHeaders(
+                tuple(versions), tuple(request.headers.getlist("mcp-method")), tuple(request.headers.getlist("mcp-name"))
+            )
+            stateless_answer = await dispatcher.handle_stateless_bytes(body, headers)
+            status = stateless.http_status(stateless_answer)
+            return Response(status_code=status) if stateless_answer is None else json_response(stateless_answer, status=status)
+        answer = await dispatcher.handle_bytes(body)
+        return Response(status_code=202) if answer is None else json_response(answer)
 
     @app.api_route("/mcp", methods=["GET", "DELETE"], include_in_schema=False)  # a clear 405, not an operation
     async def mcp_not_allowed() -> Response:
