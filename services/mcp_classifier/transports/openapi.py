@@ -71,14 +71,25 @@ def _body(schema: dict[str, Any], required: bool = True) -> dict[str, Any]:
 
 
 MCP_JSONRPC: dict[str, Any] = {
-    "summary": "MCP over JSON-RPC (Streamable HTTP, stateless): one message or a batch",
+    "summary": "MCP over JSON-RPC (Streamable HTTP, stateless): one message or a batch; MCP 2026-07-28 by header",
+    "description": "Without MCP-Protocol-Version, or with a handshake-era version, the handshake era answers (protocol errors "
+    "with HTTP 200). With 2026-07-28 (or any version not of the handshake era) the stateless revision answers: one message "
+    "per POST, params._meta required, routing headers (MCP-Protocol-Version, Mcp-Method, Mcp-Name) checked against the body, "
+    "errors with HTTP 400 or 404. The headers are described here rather than declared as parameters: a schema cannot say "
+    "which bodies each header value makes valid.",
     "requestBody": _body({"anyOf": [JSONRPC_MESSAGE, {"type": "array", "items": JSONRPC_MESSAGE}]}),
     "responses": {
         "200": {
-            "description": "The answer (an array for a batch). Protocol errors are JSON-RPC errors with HTTP 200.",
+            "description": "The answer (an array for a batch). Handshake era: protocol errors are JSON-RPC errors with HTTP 200.",
             "content": {JSON: {"schema": {"anyOf": [JSONRPC_ANSWER, {"type": "array", "items": JSONRPC_ANSWER}]}}},
         },
         "202": {"description": "Only notifications or responses were sent: nothing to answer."},
+        "400": {
+            "description": "2026-07-28: parse error, invalid request or params (missing _meta), header mismatch (-32020) or "
+            "unsupported version (-32022).",
+            "content": {JSON: {"schema": JSONRPC_ANSWER}},
+        },
+        "404": {"description": "2026-07-28: unknown or removed method (-32601).", "content": {JSON: {"schema": JSONRPC_ANSWER}}},
         "413": {"description": "Body over max_body_bytes.", "content": {JSON: {"schema": JSONRPC_ANSWER}}},
         "401": {"description": "Missing or unknown API key.", "content": {JSON: {"schema": ERROR_BODY}}},
         "403": {"description": "Origin or Host not allowed.", "content": {JSON: {"schema": ERROR_BODY}}},
