@@ -3,7 +3,8 @@
 Messages are built from the protocol's own parts, right and wrong: versions, ids of every JSON type,
 known and unknown methods, params of any shape, batches, and raw bytes. Whatever arrives, the answer
 is valid JSON-RPC (or HTTP 202 / nothing when only notifications were sent), never a crash and never
-a 5xx.
+a 5xx. Under MCP-Protocol-Version 2026-07-28 (or any non-handshake version), requests that start right
+and are bent in places (meta, ids, routing headers) get one answer with the era's documented status.
 """
 
 from __future__ import annotations
@@ -114,6 +115,75 @@ def test_any_body_at_mcp_gets_valid_jsonrpc_or_202(client: httpx.Client, body: b
         assert_jsonrpc_answer(response.json())
     else:
         assert response.content == b""
+
+
+STATELESS_CASES = 2000
+STATELESS_METHODS = [*METHODS, "server/discover", "resources/templates/list", "logging/setLevel", "resources/subscribe"]
+VERSIONS = st.sampled_from(["2026-07-28", "v999.0.0", "2025-06-18", ""]) | st.text(max_size=12)
+stateless_meta = st.fixed_dictionaries(
+    {},
+    optional={
+        "io.modelcontextprotocol/protocolVersion": VERSIONS | json_values,
+        "io.modelcontextprotocol/clientCapabilities": st.just({}) | json_values,
+        "io.modelcontextprotocol/clientInfo": json_values,
+    },
+)
+header_text = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=12)  # what an HTTP header can carry
+header_values = st.lists(
+    st.sampled_from(["2026-07-28", "v999.0.0", "tools/call", "tools/list", "server/discover", "classify_text", " "]) | header_text,
+    max_size=2,
+)
+# A header naming a handshake version (or an empty one) is the handshake era, fuzzed above.
+HANDSHAKE_HEADERS = ("", "2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+stateless_versions = (st.sampled_from(["2026-07-28", "v999.0.0"]) | header_text).filter(lambda v: v.strip() not in HANDSHAKE_HEADERS)
+VALID_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+@st.composite
+def stateless_requests(draw: st.DrawFn) -> tuple[bytes, list[tuple[str, str]]]:
+    """A request that is right by construction, then bent in one or more places (meta, id, headers), so that
+    every check is reached and the valid path is taken often; or raw bytes under random headers."""
+    if draw(st.integers(0, 9)) == 0:
+        return draw(bodies), [("MCP-Protocol-Version", draw(stateless_versions))]
+    method = draw(st.sampled_from(STATELESS_METHODS) | st.text(max_size=20))
+    params = draw(tool_call_params) if method == "tools/call" else {}
+    meta = draw(stateless_meta) if draw(st.integers(0, 3)) == 0 else dict(VALID_META)
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": {**params, "_meta": meta}}
+    if draw(st.integers(0, 9)):  # one in ten is a notification
+        message["id"] = draw(st.integers() | st.text(max_size=8) if draw(st.integers(0, 9)) else ids)
+    version = meta.get("io.modelcontextprotocol/protocolVersion")
+    sendable = isinstance(version, str) and version.isascii() and version.isprintable() and version.strip() not in HANDSHAKE_HEADERS
+    version_header = version if sendable else "2026-07-28"
+    headers = [("MCP-Protocol-Version", draw(stateless_versions) if draw(st.integers(0, 5)) == 0 else version_header)]
+    method_headers = (
+        draw(header_values) if draw(st.integers(0, 5)) == 0 else ([method] if method.isascii() and method.isprintable() else [])
+    )
+    name = params.get("name") if isinstance(params, dict) else None
+    default_names = [name] if isinstance(name, str) and name.isascii() and name.isprintable() else []
+    name_headers = draw(header_values) if draw(st.integers(0, 5)) == 0 else default_names
+    headers += [("Mcp-Method", value) for value in method_headers] + [("Mcp-Name", value) for value in name_headers]
+    return json.dumps(message).encode(), headers
+
+
+@settings(max_examples=STATELESS_CASES, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(case=stateless_requests())
+def test_any_request_in_the_2026_era_gets_one_answer_with_its_documented_status(
+    client: httpx.Client, case: tuple[bytes, list[tuple[str, str]]]
+) -> None:
+    """With MCP-Protocol-Version naming a non-handshake version: one JSON-RPC answer with 200, 400 or 404, or a bare 202."""
+    body, headers = case
+    response = client.post("/mcp", content=body, headers=[("Content-Type", "application/json"), *headers])
+    if response.status_code == 202:
+        assert response.content == b""
+        return
+    assert response.status_code in (200, 400, 404), (response.status_code, response.text)
+    answer = response.json()
+    assert isinstance(answer, dict), answer  # never a batch in this era
+    assert_jsonrpc_answer(answer)
+    if response.status_code != 200:
+        assert "error" in answer and answer["error"]["code"] in (-32700, -32600, -32602, -32020, -32022, -32601), answer
+    if "result" in answer:
+        assert answer["result"]["resultType"] == "complete", answer
 
 
 class StdioServer:
