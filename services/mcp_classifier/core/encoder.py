@@ -125,7 +125,7 @@ class TextEncoder:
                 # the architecture), and the packaged tokenizer, whose ids all fall inside its vocabulary.
                 config = random_model_config(model)
                 self.pooling: Pooling = detect_pooling_from_config(config) if pooling == "auto" else cast(Pooling, pooling)
-                self.model = build_random_model(model, self.dtype)
+                self.model = build_random_model(config, self.dtype)
                 self.tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(BUILTIN_MINILM), local_files_only=True)
                 log.warning("model %s has RANDOM weights: its classifications mean nothing (throughput measurement only)", model)
             else:

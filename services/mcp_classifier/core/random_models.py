@@ -50,11 +50,10 @@ def random_model_config(model: str) -> Any:
     return AutoConfig.for_model(fields.pop("model_type"), **fields)
 
 
-def build_random_model(model: str, dtype: Any, attn_implementation: str = "sdpa") -> Any:
-    """The architecture with seeded random weights, built directly in ``dtype`` (half the memory of fp32 then cast)."""
+def build_random_model(config: Any, dtype: Any, attn_implementation: str = "sdpa") -> Any:
+    """The architecture of ``config`` (from random_model_config) with seeded random weights, built directly in ``dtype``."""
     import torch
     from transformers import AutoModel
 
-    config = random_model_config(model)
     torch.manual_seed(SEED)
     return AutoModel.from_config(config, dtype=dtype, attn_implementation=attn_implementation)

@@ -39,7 +39,6 @@ from .tools import ToolRegistry, UnknownTool
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("mcp_classifier.protocol")
 
-SUPPORTED_PROTOCOL_VERSIONS = HANDSHAKE_VERSIONS
 FALLBACK_PROTOCOL_VERSION = "2025-06-18"
 # MCP logging levels (RFC 5424 names) -> Python logging levels.
 MCP_LOG_LEVELS = {
@@ -93,9 +92,9 @@ class McpDispatcher:
     async def handle_bytes(self, body: bytes) -> Any | None:
         """A raw JSON-RPC payload -> the response object, list, or None when nothing is owed (HTTP 202)."""
         try:
-            payload = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            return error_response(None, JsonRpcError(PARSE_ERROR, f"Parse error: {exc}"))
+            payload = _decode(body)
+        except JsonRpcError as exc:
+            return error_response(None, exc)
         return await self.handle_payload(payload)
 
     async def handle_payload(self, payload: Any) -> Any | None:
@@ -128,9 +127,9 @@ class McpDispatcher:
     async def handle_stateless_bytes(self, body: bytes, headers: RoutingHeaders) -> dict[str, Any] | None:
         """One MCP 2026-07-28 message (never a batch) -> its response, or None for a notification."""
         try:
-            message = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            return error_response(None, JsonRpcError(PARSE_ERROR, f"Parse error: {exc}"))
+            message = _decode(body)
+        except JsonRpcError as exc:
+            return error_response(None, exc)
         if not isinstance(message, dict):
             return error_response(None, JsonRpcError(INVALID_REQUEST, "Invalid Request: the body must be one JSON-RPC request object"))
         try:
@@ -184,7 +183,7 @@ class McpDispatcher:
 
     async def _initialize(self, params: dict[str, Any]) -> dict[str, Any]:
         requested = params.get("protocolVersion")
-        version = requested if requested in SUPPORTED_PROTOCOL_VERSIONS else FALLBACK_PROTOCOL_VERSION
+        version = requested if requested in HANDSHAKE_VERSIONS else FALLBACK_PROTOCOL_VERSION
         return {
             "protocolVersion": version,
             "capabilities": {"tools": {"listChanged": False}, "logging": {}},
@@ -246,3 +245,10 @@ class McpDispatcher:
 
     async def _prompts_list(self, params: dict[str, Any]) -> dict[str, Any]:
         return {"prompts": []}
+
+
+def _decode(body: bytes) -> Any:
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise JsonRpcError(PARSE_ERROR, f"Parse error: {exc}") from None
