@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from . import __version__
 from .settings import Settings, settings_fields
+from .telemetry import configure_logging
 
 if TYPE_CHECKING:
     from .cache.runtime import RedisRuntime
@@ -111,7 +112,12 @@ def _serve(settings: Settings, metrics: GatewayMetrics, redis: RedisRuntime) -> 
         flush=True,
     )
     config = uvicorn.Config(
-        app, log_level=settings.log_level, access_log=False, lifespan="on", timeout_graceful_shutdown=math.ceil(settings.shutdown_timeout_s)
+        app,
+        log_level=settings.log_level,
+        log_config=None,  # uvicorn's records go through the root handler: one format (JSON or text) for the whole stream
+        access_log=False,  # the gateway writes its own line per request (protocol.correlation)
+        lifespan="on",
+        timeout_graceful_shutdown=math.ceil(settings.shutdown_timeout_s),
     )
     server = DrainingServer(config, drain_delay_s=settings.drain_delay_s, on_drain=lambda: setattr(app.state, "draining", True))
     try:
@@ -370,7 +376,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValidationError as exc:
         print(f"mcp-classifier: invalid settings:\n{exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(stream=sys.stderr, level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(settings.log_level, settings.log_format)
     from .core.categories import CategoryFileError
     from .core.encoder import ModelLoadError
 

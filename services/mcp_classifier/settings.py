@@ -155,6 +155,11 @@ class Settings(BaseSettings):
     tool_lexical_indexes: int = Field(64, ge=0, description="hybrid ranking: BM25 indexes of recent tool lists kept in process (LRU).")
     max_body_bytes: int = Field(1_048_576, ge=1024, description="Largest HTTP request body accepted (413 beyond).")
     log_level: Literal["debug", "info", "warning", "error", "critical"] = Field("info", description="Log level (logs go to stderr).")
+    log_format: Literal["json", "text"] = Field(
+        "json",
+        description="json: one JSON object per log line (each request's line has trace_id, session_id, era, method, tool, "
+        "outcome, latency_ms and event_id on errors); text: plain lines for humans.",
+    )
     drain_delay_s: float = Field(
         0.0,
         ge=0,

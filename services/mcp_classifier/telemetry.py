@@ -43,6 +43,27 @@ class GatewayMetrics:
         return generate_latest(self.registry)
 
 
+# ---- logs ------------------------------------------------------------------------------------
+TEXT_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def configure_logging(level: str, log_format: str) -> None:
+    """stderr, one line per record: JSON objects (python-json-logger; ``extra`` fields become keys) or plain text."""
+    import logging
+    import sys
+
+    handler = logging.StreamHandler(sys.stderr)
+    if log_format == "json":
+        from pythonjsonlogger.json import JsonFormatter
+
+        handler.setFormatter(
+            JsonFormatter("%(levelname)s %(name)s %(message)s", rename_fields={"levelname": "level", "name": "logger"}, timestamp="time")
+        )
+    else:
+        handler.setFormatter(logging.Formatter(TEXT_LOG_FORMAT))
+    logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
+
+
 # ---- OpenTelemetry ----------------------------------------------------------------------------
 _tracing_configured = False
 

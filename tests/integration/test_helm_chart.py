@@ -73,6 +73,7 @@ CACHE_EDGE_SETTINGS = {
 PENDING_SETTINGS = set() if CACHE_EDGE_SETTINGS & set(Settings.model_fields) else CACHE_EDGE_SETTINGS
 GATEWAY_CONFIG_FLAGS = {
     "logLevel": "--log-level",
+    "logFormat": "--log-format",
     "maxTextLength": "--max-text-length",
     "maxBodyBytes": "--max-body-bytes",
     "requestTimeoutS": "--request-timeout-s",

@@ -154,7 +154,7 @@ def test_an_unsupported_version_gets_32022_naming_the_supported_ones(client: htt
 )
 def test_removed_and_unknown_methods_get_32601_with_404(client: httpx.Client, method: str) -> None:
     error = error_of(post(client, method), 404, -32601)
-    assert error["data"] == method
+    assert error["data"]["method"] == method and len(error["data"]["eventId"]) == 32
 
 
 def test_envelope_errors_keep_their_codes_with_400(client: httpx.Client) -> None:

@@ -11,6 +11,8 @@ from opentelemetry import trace
 
 from .. import SERVER_NAME, __version__
 from ..backend.base import BackendError
+from . import correlation
+from .errors import ErrorKind, kind_of, new_event_id, record_error
 from .jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -57,7 +59,7 @@ INSTRUCTIONS = (
 )
 
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
-# (era, method, outcome): outcome is "ok" or the JSON-RPC error code; method is "<unknown>" outside the known set
+# (era, method, outcome): outcome is "ok" or the error kind (errors.ErrorKind); method is "<unknown>" outside the known set
 MethodObserver = Callable[[str, str, str], None]
 HANDSHAKE_ERA = "handshake"
 
@@ -94,13 +96,13 @@ class McpDispatcher:
         try:
             payload = _decode(body)
         except JsonRpcError as exc:
-            return error_response(None, exc)
+            return self.answer_error(None, exc, None, None)
         return await self.handle_payload(payload)
 
     async def handle_payload(self, payload: Any) -> Any | None:
         if isinstance(payload, list):
             if not payload:
-                return error_response(None, JsonRpcError(INVALID_REQUEST, "Invalid Request: empty batch"))
+                return self.answer_error(None, JsonRpcError(INVALID_REQUEST, "Invalid Request: empty batch"), None, None)
             responses = [r for r in [await self.handle_message(m) for m in payload] if r is not None]
             return responses or None
         return await self.handle_message(payload)
@@ -109,36 +111,37 @@ class McpDispatcher:
         try:
             request = parse_request(message)
         except JsonRpcError as exc:
-            return error_response(exc.request_id, exc)
+            return self.answer_error(exc.request_id, exc, None, None)
         if request is None:
             return None
         if request.is_notification:
             await self._notification(request)
             return None
+        assert request.id is not None  # a request that is not a notification carries a valid id
+        correlation.note(era=HANDSHAKE_ERA, method=request.method)
         try:
-            assert request.id is not None  # a request that is not a notification carries a valid id
-            response = result_response(request.id, await self.call(request.method, request.params))
+            result = await self.call(request.method, request.params)
         except JsonRpcError as exc:
-            self._observe(HANDSHAKE_ERA, request.method, str(exc.code))
-            return error_response(request.id, exc)
-        self._observe(HANDSHAKE_ERA, request.method, "ok")
-        return response
+            return self.answer_error(request.id, exc, HANDSHAKE_ERA, request.method)
+        return self._answer_result(request.id, result, HANDSHAKE_ERA, request.method)
 
     async def handle_stateless_bytes(self, body: bytes, headers: RoutingHeaders) -> dict[str, Any] | None:
         """One MCP 2026-07-28 message (never a batch) -> its response, or None for a notification."""
         try:
             message = _decode(body)
         except JsonRpcError as exc:
-            return error_response(None, exc)
+            return self.answer_error(None, exc, None, None)
         if not isinstance(message, dict):
-            return error_response(None, JsonRpcError(INVALID_REQUEST, "Invalid Request: the body must be one JSON-RPC request object"))
+            error = JsonRpcError(INVALID_REQUEST, "Invalid Request: the body must be one JSON-RPC request object")
+            return self.answer_error(None, error, None, None)
         try:
             request = parse_request(message)
         except JsonRpcError as exc:
-            return error_response(exc.request_id, exc)
+            return self.answer_error(exc.request_id, exc, STATELESS_VERSION, None)
         if request is None or request.is_notification:
             return None
         assert request.id is not None  # a request that is not a notification carries a valid id
+        correlation.note(era=STATELESS_VERSION, method=request.method)
         try:
             check_request(request, headers)
             handler = self._stateless_methods.get(request.method)
@@ -146,10 +149,35 @@ class McpDispatcher:
                 raise method_not_found(request.method)
             result = await self._traced(request.method, handler, request.params)
         except JsonRpcError as exc:
-            self._observe(STATELESS_VERSION, request.method, str(exc.code))
-            return error_response(request.id, exc)
-        self._observe(STATELESS_VERSION, request.method, "ok")
-        return result_response(request.id, finish_result(request.method, result, self._server_info(), self._list_ttl_ms))
+            return self.answer_error(request.id, exc, STATELESS_VERSION, request.method)
+        result = finish_result(request.method, result, self._server_info(), self._list_ttl_ms)
+        return self._answer_result(request.id, result, STATELESS_VERSION, request.method)
+
+    def answer_error(self, request_id: Any, exc: JsonRpcError, era: str | None, method: str | None) -> dict[str, Any]:
+        """An error answer: counted, logged under a new event id, carrying that id and the trace id (error.data)."""
+        record_error(exc, method)
+        kind = kind_of(exc)
+        record = correlation.current()
+        if record is not None:
+            exc.trace_id = record.trace_id
+            correlation.note(outcome=kind.value, event_id=exc.event_id)
+        if era is not None and method is not None:
+            self._observe(era, method, kind.value)
+        return error_response(request_id, exc)
+
+    def _answer_result(self, request_id: Any, result: dict[str, Any], era: str, method: str) -> dict[str, Any]:
+        outcome = "ok"
+        if method == "tools/call" and result.get("isError") is True:
+            outcome = ErrorKind.TOOL_EXECUTION_FAILED.value
+            event_id = new_event_id()
+            log_tool_failure(result, event_id)
+            result = with_meta(result, META_EVENT_ID, event_id)
+            correlation.note(outcome=outcome, event_id=event_id)
+        record = correlation.current()
+        if record is not None:
+            result = with_meta(result, correlation.META_TRACE_ID, record.trace_id)
+        self._observe(era, method, outcome)
+        return result_response(request_id, result)
 
     async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """Run one method; raises JsonRpcError. The REST transport calls this directly."""
@@ -159,9 +187,12 @@ class McpDispatcher:
         return await self._traced(method, handler, params)
 
     async def _traced(self, method: str, handler: Handler, params: dict[str, Any]) -> dict[str, Any]:
-        with tracer.start_as_current_span(f"mcp {method}", attributes={"mcp.method": method}) as span:
+        # A traceparent in _meta (reserved by 2026-07-28 for this) continues the caller's trace, as the header does.
+        caller = correlation.adopt_meta_trace(params.get("_meta"))
+        with tracer.start_as_current_span(f"mcp {method}", context=caller, attributes={"mcp.method": method}) as span:
             if method == "tools/call" and isinstance(params.get("name"), str):
                 span.set_attribute("mcp.tool", params["name"])
+                correlation.note(tool=params["name"])
             return await self._run(method, handler, params)
 
     async def _run(self, method: str, handler: Handler, params: dict[str, Any]) -> dict[str, Any]:
@@ -245,6 +276,20 @@ class McpDispatcher:
 
     async def _prompts_list(self, params: dict[str, Any]) -> dict[str, Any]:
         return {"prompts": []}
+
+
+META_EVENT_ID = "dev.mcp-classifier/eventId"  # result._meta key of a failed tool call's event id
+
+
+def with_meta(result: dict[str, Any], key: str, value: str) -> dict[str, Any]:
+    """A copy of ``result`` with ``_meta[key]`` set (results may be shared, e.g. cached lists)."""
+    return {**result, "_meta": {**(result.get("_meta") or {}), key: value}}
+
+
+def log_tool_failure(result: dict[str, Any], event_id: str) -> None:
+    content = result.get("content") or [{}]
+    text = content[0].get("text", "") if isinstance(content[0], dict) else ""
+    log.info("tool_execution_failed: %s", text[:300], extra={"event_id": event_id, "error_kind": "tool_execution_failed"})
 
 
 def _decode(body: bytes) -> Any:

@@ -22,17 +22,27 @@ RequestId = str | int
 class JsonRpcError(Exception):
     """An error answered as a JSON-RPC error object; ``message`` is safe to show callers."""
 
-    def __init__(self, code: int, message: str, data: Any = None, request_id: RequestId | None = None) -> None:
+    def __init__(self, code: int, message: str, data: Any = None, request_id: RequestId | None = None, *, kind: str | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.data = data
         self.request_id = request_id  # the id the error answers; None when unknown or invalid
+        self.kind = kind  # an errors.ErrorKind value when the code alone does not say it (read by errors.kind_of)
+        self.event_id: str | None = None  # set once, when the error is answered (errors.record_error)
+        self.trace_id: str | None = None  # the request's trace id, when the door reports one
 
     def to_error(self) -> dict[str, Any]:
         error: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            error["data"] = self.data
+        data = self.data
+        if self.event_id is not None or self.trace_id is not None:
+            data = dict(data) if isinstance(data, dict) else ({} if data is None else {"detail": data})
+            if self.event_id is not None:
+                data["eventId"] = self.event_id
+            if self.trace_id is not None:
+                data["traceId"] = self.trace_id
+        if data is not None:
+            error["data"] = data
         return error
 
 

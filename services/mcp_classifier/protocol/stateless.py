@@ -131,7 +131,7 @@ def _check_headers_match(request: Request, meta: dict[str, Any], headers: Routin
 
 def method_not_found(method: str) -> JsonRpcError:
     hint = " (removed by the stateless revision)" if method in REMOVED_METHODS else ""
-    return JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method}{hint}", method)
+    return JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method}{hint}", {"method": method})
 
 
 def finish_result(method: str, result: dict[str, Any], server_info: dict[str, str], list_ttl_ms: int) -> dict[str, Any]:

@@ -18,22 +18,16 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from .. import __version__
 from ..backend.base import ClassificationBackend
 from ..edge import EdgeGuard, EdgeMiddleware
-from ..protocol import stateless
+from ..protocol import correlation, stateless
 from ..protocol.dispatcher import McpDispatcher
-from ..protocol.jsonrpc import (
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    INVALID_REQUEST,
-    METHOD_NOT_FOUND,
-    SERVER_UNAVAILABLE,
-    JsonRpcError,
-    error_response,
-)
+from ..protocol.errors import ErrorKind, kind_of, record_error, rule_of
+from ..protocol.jsonrpc import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, JsonRpcError
 from ..protocol.stateless import RoutingHeaders, is_stateless_request
 from ..protocol.tool_filter import ToolFilter, filter_arguments
 from ..protocol.tools import ToolError
 from ..telemetry import GatewayMetrics
 from . import openapi
+from .correlated import CorrelationMiddleware
 
 log = logging.getLogger(__name__)
 
@@ -41,13 +35,6 @@ TOOL_FILTER_PATH = "/v1/tools/filter"
 OPENAPI_PATH = "/openapi.json"
 REST_METHODS = frozenset({"initialize", "tools/list", "tools/call", "resources/list", "prompts/list", "ping"})
 _ENVELOPE_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
-_HTTP_STATUS_FOR_CODE = {
-    METHOD_NOT_FOUND: 404,
-    INVALID_PARAMS: 400,
-    INVALID_REQUEST: 400,
-    SERVER_UNAVAILABLE: 503,
-    INTERNAL_ERROR: 500,
-}
 
 
 class BodyTooLarge(Exception):
@@ -157,6 +144,7 @@ def create_app(
     app.openapi = lambda: _openapi_document(app)  # type: ignore[method-assign]  # FastAPI documents this override
     if edge is not None:
         app.add_middleware(EdgeMiddleware, guard=edge)
+    app.add_middleware(CorrelationMiddleware)  # added last: outside the edge guard, so refusals are logged too
 
     @app.exception_handler(StarletteHTTPException)
     async def routing_error(_: Request, exc: StarletteHTTPException) -> Response:
@@ -169,10 +157,9 @@ def create_app(
         try:
             body = await read_body(request, max_body_bytes)
         except BodyTooLarge:
-            metrics.errors.labels("body_too_large").inc()
-            response = json_response(
-                error_response(None, JsonRpcError(INVALID_REQUEST, f"request body exceeds {max_body_bytes} bytes")), status=413
-            )
+            metrics.errors.labels(ErrorKind.BODY_TOO_LARGE.value).inc()
+            too_large = JsonRpcError(INVALID_REQUEST, f"request body exceeds {max_body_bytes} bytes", kind=ErrorKind.BODY_TOO_LARGE)
+            response = json_response(dispatcher.answer_error(None, too_large, None, None), status=413)
         else:
             response = await _jsonrpc_answer(request, body)
         metrics.observe("/mcp", response.status_code, time.perf_counter() - started)
@@ -206,27 +193,36 @@ def create_app(
     async def _rest_call(method: str, request: Request) -> Response:
         if method not in REST_METHODS:
             return json_response({"error": f"unknown method {method!r}; REST style serves {sorted(REST_METHODS)}"}, status=404)
+        correlation.note(era="rest", method=method)
         try:
-            raw = await read_body(request, max_body_bytes)
-        except BodyTooLarge:
-            metrics.errors.labels("body_too_large").inc()
-            return json_response({"error": f"request body exceeds {max_body_bytes} bytes"}, status=413)
-        try:
-            body = orjson.loads(raw) if raw.strip() else {}
-        except orjson.JSONDecodeError as exc:
-            metrics.errors.labels("parse").inc()
-            return json_response({"error": f"request body is not valid JSON: {exc}"}, status=400)
-        try:
-            return json_response(await dispatcher.call(method, rest_params(body)))
+            try:
+                raw = await read_body(request, max_body_bytes)
+            except BodyTooLarge:
+                raise JsonRpcError(INVALID_REQUEST, f"request body exceeds {max_body_bytes} bytes", kind=ErrorKind.BODY_TOO_LARGE) from None
+            try:
+                body = orjson.loads(raw) if raw.strip() else {}
+            except orjson.JSONDecodeError as exc:
+                raise JsonRpcError(PARSE_ERROR, f"request body is not valid JSON: {exc}") from None
+            result = await dispatcher.call(method, rest_params(body))
         except JsonRpcError as exc:
-            metrics.errors.labels(str(exc.code)).inc()
-            payload: dict[str, Any] = {"error": exc.message}
-            if exc.data is not None:
-                payload["data"] = exc.data
-            status = _HTTP_STATUS_FOR_CODE.get(exc.code, 500)
-            if isinstance(exc.data, dict) and exc.data.get("kind") == "timeout":
-                status = 504
-            return json_response(payload, status=status)
+            return rest_error(exc, method)
+        if method == "tools/call" and result.get("isError") is True:
+            correlation.note(outcome=ErrorKind.TOOL_EXECUTION_FAILED.value)
+        return json_response(result)
+
+    def rest_error(exc: JsonRpcError, method: str) -> Response:
+        """The REST style's error shape: {"error", "data"} with the table's HTTP status; data carries the event id."""
+        record_error(exc, method)
+        kind = kind_of(exc)
+        metrics.errors.labels(kind.value).inc()
+        correlation.note(outcome=kind.value, event_id=exc.event_id)
+        record = correlation.current()
+        exc.trace_id = record.trace_id if record is not None else None
+        payload: dict[str, Any] = {"error": exc.message}
+        error_data = exc.to_error().get("data")
+        if error_data is not None:
+            payload["data"] = error_data
+        return json_response(payload, status=rule_of(exc).rest_status)
 
     if tool_filter is not None:
         _add_tool_filter_route(app, tool_filter, max_body_bytes, metrics)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+import uuid
 from typing import BinaryIO
 
 import orjson
 
+from ..protocol import correlation
 from ..protocol.dispatcher import McpDispatcher
 
 log = logging.getLogger(__name__)
@@ -20,9 +22,14 @@ async def serve_stdio(dispatcher: McpDispatcher, stdin: BinaryIO | None = None, 
     writer = stdout or sys.stdout.buffer
     write_lock = asyncio.Lock()
     pending: set[asyncio.Task[None]] = set()
+    session_id = uuid.uuid4().hex  # one client per process: its log lines share this id
 
     async def answer(line: bytes) -> None:
-        response = await dispatcher.handle_bytes(line)
+        record = correlation.begin("stdio", session_id=session_id)  # each line runs in its own task, so its own record
+        try:
+            response = await dispatcher.handle_bytes(line)
+        finally:
+            correlation.finish(record)
         if response is None:
             return
         async with write_lock:

@@ -1,0 +1,58 @@
+"""Correlation at the HTTP edge: each API request opens its record, gets ``X-Trace-Id`` back and leaves one log line.
+
+A raw ASGI middleware (like the edge guard) so it costs no extra task per request. It sits
+outside the edge guard, so refusals (401, 403, 429) are logged and carry a trace id too. Open
+routes (probes, metrics) and the long-lived streams (``GET /sse``, ``/ws``: they log per message)
+are passed through untouched.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..edge.middleware import ASGIApp, Receive, Scope, Send
+from ..protocol import correlation
+
+UNLOGGED_PATHS = frozenset({"/health", "/ready", "/metrics", "/openapi.json", "/sse", "/ws"})
+
+
+def door_of(path: str) -> str:
+    if path == "/mcp":
+        return "http"
+    if path.startswith("/mcp/"):
+        return "rest"
+    if path == "/messages":
+        return "sse"
+    return path.strip("/").replace("/", "_") or "root"
+
+
+class CorrelationMiddleware:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in UNLOGGED_PATHS:
+            await self.app(scope, receive, send)
+            return
+        traceparent = None
+        for name, value in scope["headers"]:
+            if name == b"traceparent":
+                traceparent = value.decode("latin-1")
+                break
+        record = correlation.begin(door_of(scope["path"]), traceparent=traceparent)
+
+        async def send_with_trace_id(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                # read now, not at begin: a traceparent in the body's _meta may have replaced it
+                message["headers"] = [*message.get("headers", []), (correlation.TRACE_ID_HEADER.encode(), record.trace_id.encode())]
+                if message["status"] >= 400 and record.outcome == "ok":
+                    record.outcome = f"http_{message['status']}"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_trace_id)
+        except BaseException:
+            record.outcome = "internal_error" if record.outcome == "ok" else record.outcome
+            raise
+        finally:
+            correlation.finish(record)
