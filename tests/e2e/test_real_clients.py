@@ -106,3 +106,23 @@ def test_mcp_sdk_stdio_client(category_count: int) -> None:
         _check_tools_and_calls([t.name for t in tools.tools], classify_json, json.loads(categories.content[0].text), category_count)
 
     asyncio.run(asyncio.wait_for(run(), timeout=120))
+
+
+def test_websocket_client_with_and_without_the_jsonrpc_field(server: ServerProcess, category_count: int) -> None:
+    """The `websockets` client over loopback to the real gateway: tools/list and classify_text, both message styles."""
+    from websockets.sync.client import connect
+
+    url = server.url.replace("http://", "ws://") + "/ws"
+    with connect(url, subprotocols=["mcp"], open_timeout=10) as socket:  # type: ignore[list-item]  # a plain str is a valid Subprotocol
+        assert socket.subprotocol == "mcp"
+        for with_field in (True, False):
+            envelope = {"jsonrpc": "2.0"} if with_field else {}
+            socket.send(json.dumps({**envelope, "id": 1, "method": "tools/list"}))
+            listed = json.loads(socket.recv(timeout=30))
+            assert ("jsonrpc" in listed) is with_field and "classify_text" in {t["name"] for t in listed["result"]["tools"]}
+            call = {"name": "classify_text", "arguments": {"text": "What is the boiling point of water in kelvin?"}}
+            socket.send(json.dumps({**envelope, "id": 2, "method": "tools/call", "params": call}))
+            classified = json.loads(socket.recv(timeout=60))
+            assert ("jsonrpc" in classified) is with_field and classified["id"] == 2
+            assert_valid_classification(classified["result"]["structuredContent"], category_count)
+            assert classified["result"]["structuredContent"]["category"] == "science"

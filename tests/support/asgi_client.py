@@ -48,13 +48,3 @@ def asgi_client(app: FastAPI, base_url: str = "http://127.0.0.1", timeout_s: flo
 
 
 TRACE_META_KEY = "dev.mcp-classifier/traceId"
-
-
-def without_trace(result: dict) -> dict:
-    """A result less the trace id every answer carries in _meta (and _meta itself when nothing else is in it)."""
-    meta = {k: v for k, v in (result.get("_meta") or {}).items() if k != TRACE_META_KEY}
-    assert isinstance((result.get("_meta") or {}).get(TRACE_META_KEY), str), "every result carries its trace id"
-    out = {k: v for k, v in result.items() if k != "_meta"}
-    if meta:
-        out["_meta"] = meta
-    return out

@@ -16,7 +16,6 @@ import httpx
 import pytest
 
 from tests.support import DEFAULT_MAX_BODY_BYTES, assert_valid_classification
-from tests.support.asgi_client import without_trace
 
 SUPPORTED_VERSIONS = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
 FALLBACK_VERSION = "2025-06-18"
@@ -111,7 +110,7 @@ def tool_payload(result: dict[str, Any], *, is_error: bool) -> dict[str, Any]:
 
 
 def assert_server_alive(client: httpx.Client) -> None:
-    assert without_trace(rpc_result(client, "ping", request_id="alive")) == {}
+    assert rpc_result(client, "ping", request_id="alive") == {}
 
 
 @pytest.fixture(scope="module")
@@ -210,8 +209,8 @@ def test_notification_answers_202_with_empty_body(client: httpx.Client, notifica
 
 
 def test_ping_returns_empty_object(client: httpx.Client) -> None:
-    assert without_trace(rpc_result(client, "ping")) == {}
-    assert without_trace(rpc_result(client, "ping", {}, request_id="str-id")) == {}
+    assert rpc_result(client, "ping") == {}
+    assert rpc_result(client, "ping", {}, request_id="str-id") == {}
 
 
 # ---- tools/list --------------------------------------------------------------------------------
@@ -300,7 +299,7 @@ def test_text_at_max_length_is_accepted(client: httpx.Client, category_count: in
 
 # ---- logging/setLevel --------------------------------------------------------------------------
 def test_logging_set_level_valid(client: httpx.Client) -> None:
-    assert without_trace(rpc_result(client, "logging/setLevel", {"level": "info"})) == {}
+    assert rpc_result(client, "logging/setLevel", {"level": "info"}) == {}
 
 
 @pytest.mark.parametrize("params", [{"level": "verbose"}, {"level": 3}, {}], ids=["unknown-name", "number", "missing"])
@@ -313,7 +312,7 @@ def test_logging_capability_only_when_set_level_works(client: httpx.Client) -> N
         client, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
     )["capabilities"]
     if "logging" in caps:
-        assert without_trace(rpc_result(client, "logging/setLevel", {"level": "info"})) == {}
+        assert rpc_result(client, "logging/setLevel", {"level": "info"}) == {}
     else:
         assert rpc(client, "logging/setLevel", {"level": "info"}).get("error", {}).get("code") == METHOD_NOT_FOUND
 
@@ -482,7 +481,7 @@ def test_batch_answered_as_array_matched_by_id(client: httpx.Client, category_co
     by_id = {r["id"]: r for r in body}
     assert set(by_id) == {"c", 1, 2}
     assert all(r["jsonrpc"] == "2.0" for r in body)
-    assert without_trace(by_id[1]["result"]) == {}
+    assert by_id[1]["result"] == {}
     assert {t["name"] for t in by_id[2]["result"]["tools"]} >= {"list_categories", "classify_text"}
     assert_valid_classification(tool_payload(by_id["c"]["result"], is_error=False), category_count)
 
@@ -501,7 +500,7 @@ def test_batch_with_mixed_valid_and_invalid_entries(client: httpx.Client) -> Non
     assert isinstance(body, list) and len(body) == 6, body
     with_id = {r["id"]: r for r in body if r["id"] is not None}
     null_id = [r for r in body if r["id"] is None]
-    assert without_trace(with_id[1]["result"]) == {}
+    assert with_id[1]["result"] == {}
     assert with_id[3]["error"]["code"] == METHOD_NOT_FOUND
     assert with_id[5]["error"]["code"] == INVALID_PARAMS
     assert with_id[6]["result"]["isError"] is True
@@ -565,7 +564,7 @@ def _ping_of_size(size: int) -> bytes:
 def test_body_just_under_limit_is_served(client: httpx.Client) -> None:
     raw = _ping_of_size(DEFAULT_MAX_BODY_BYTES - 16)
     body = assert_json_answer(post_raw(client, raw))
-    assert without_trace(body.pop("result")) == {} and body == {"jsonrpc": "2.0", "id": "big"}
+    assert body == {"jsonrpc": "2.0", "id": "big", "result": {}}
 
 
 def test_oversized_body_is_413_and_server_keeps_serving(client: httpx.Client) -> None:

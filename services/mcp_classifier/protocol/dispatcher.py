@@ -174,7 +174,7 @@ class McpDispatcher:
             result = with_meta(result, META_EVENT_ID, event_id)
             correlation.note(outcome=outcome, event_id=event_id)
         record = correlation.current()
-        if record is not None:
+        if record is not None and result:  # empty results (ping, logging/setLevel) stay {}: clients check for exactly that
             result = with_meta(result, correlation.META_TRACE_ID, record.trace_id)
         self._observe(era, method, outcome)
         return result_response(request_id, result)

@@ -28,6 +28,7 @@ from ..protocol.tools import ToolError
 from ..telemetry import GatewayMetrics
 from . import openapi
 from .correlated import CorrelationMiddleware
+from .websocket import add_websocket_route
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ def route_label(path: str) -> str:
     if path.startswith("/mcp/"):
         method = path[len("/mcp/") :]
         return "/mcp/" + (method if method in REST_METHODS else "<unknown>")
-    return path if path in ("/mcp", "/health", "/ready", "/metrics", TOOL_FILTER_PATH, OPENAPI_PATH) else "<other>"
+    return path if path in ("/mcp", "/health", "/ready", "/metrics", "/ws", TOOL_FILTER_PATH, OPENAPI_PATH) else "<other>"
 
 
 def create_app(
@@ -226,6 +227,7 @@ def create_app(
 
     if tool_filter is not None:
         _add_tool_filter_route(app, tool_filter, max_body_bytes, metrics)
+    add_websocket_route(app, dispatcher, max_message_bytes=max_body_bytes)
 
     @app.get("/health", openapi_extra=openapi.HEALTH)
     async def health() -> Response:
