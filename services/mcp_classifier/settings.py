@@ -139,6 +139,15 @@ class Settings(BaseSettings):
         description="MCP 2026-07-28: how long clients may cache server/discover, tools/list and the other list results "
         "(ttlMs, cacheScope public); they change only with a new server version.",
     )
+    sse_max_streams: int = Field(
+        1000, ge=1, description="Legacy HTTP+SSE: most GET /sse streams one gateway replica holds open (503 with Retry-After beyond)."
+    )
+    sse_keepalive_s: float = Field(
+        15.0, gt=0, le=300, description="Legacy HTTP+SSE: seconds between keep-alive comments on a quiet stream."
+    )
+    sse_session_idle_s: float = Field(
+        1800.0, gt=0, description="Legacy HTTP+SSE: a session with no message for this long expires (its stream ends, its id gets 404)."
+    )
     max_tools: int = Field(2000, ge=1, le=20000, description="Most tools one select_tools call (or /v1/tools/filter request) may rank.")
     tool_embedding_cache_entries: int = Field(
         20000, ge=0, description="Tool-description vectors kept in process (LRU); Redis keeps them too when the cache is on."

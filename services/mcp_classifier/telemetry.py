@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -31,6 +31,8 @@ class GatewayMetrics:
             ["era", "method", "outcome"],
             registry=self.registry,
         )
+
+        self.sse_streams = Gauge("mcp_classifier_sse_streams", "Legacy HTTP+SSE streams open on this replica", registry=self.registry)
 
     def observe_method(self, era: str, method: str, outcome: str) -> None:
         self.mcp_methods.labels(era, method, outcome).inc()

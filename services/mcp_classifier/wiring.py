@@ -149,6 +149,7 @@ def build_http_app(settings: Settings, redis: RedisRuntime, metrics: GatewayMetr
     """The whole `serve` app: edge guard, Redis cache, hot reload, tracing, over the configured backend."""
     from .edge import build_edge_guard
     from .transports.http import create_app, route_label
+    from .transports.sse import local_sessions
 
     edge = build_edge_guard(settings, metrics, link=redis.link, redis_metrics=redis.metrics, route_label=route_label)
     gateway = build_gateway(settings, wrap=redis.wrap_backend, link=redis.link)
@@ -166,6 +167,7 @@ def build_http_app(settings: Settings, redis: RedisRuntime, metrics: GatewayMetr
         services=services,
         freeze_gc=True,
         tool_filter=gateway.tool_filter,
+        sse_sessions=local_sessions(settings, metrics, settings.max_body_bytes, redis.link),
     )
     if tracing:
         from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor

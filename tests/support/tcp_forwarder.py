@@ -53,19 +53,24 @@ class TcpForwarder:
                 continue
             with self._lock:
                 self._conns += [client, upstream]
-            for src, dst in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(src, dst), daemon=True).start()
+            splice(client, upstream)
 
-    @staticmethod
-    def _pipe(src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+
+def splice(client: socket.socket, upstream: socket.socket) -> None:
+    """Copy bytes both ways on two threads until either side closes."""
+    for src, dst in ((client, upstream), (upstream, client)):
+        threading.Thread(target=_pipe, args=(src, dst), daemon=True).start()
+
+
+def _pipe(src: socket.socket, dst: socket.socket) -> None:
+    try:
+        while data := src.recv(65536):
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass

@@ -25,9 +25,12 @@ from ..protocol.jsonrpc import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, Jso
 from ..protocol.stateless import RoutingHeaders, is_stateless_request
 from ..protocol.tool_filter import ToolFilter, filter_arguments
 from ..protocol.tools import ToolError
+from ..settings import Settings
 from ..telemetry import GatewayMetrics
 from . import openapi
+from .bodies import BodyTooLarge, json_response, read_body
 from .correlated import CorrelationMiddleware
+from .sse import SseSessions, add_sse_routes, local_sessions
 from .websocket import add_websocket_route
 
 log = logging.getLogger(__name__)
@@ -36,29 +39,6 @@ TOOL_FILTER_PATH = "/v1/tools/filter"
 OPENAPI_PATH = "/openapi.json"
 REST_METHODS = frozenset({"initialize", "tools/list", "tools/call", "resources/list", "prompts/list", "ping"})
 _ENVELOPE_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
-
-
-class BodyTooLarge(Exception):
-    pass
-
-
-def json_response(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    return Response(orjson.dumps(payload), status_code=status, media_type="application/json", headers=headers)
-
-
-async def read_body(request: Request, limit: int) -> bytes:
-    """Read at most ``limit`` bytes; refuse early on Content-Length, and while streaming otherwise."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise BodyTooLarge
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def rest_params(body: Any) -> dict[str, Any]:
@@ -93,7 +73,9 @@ def route_label(path: str) -> str:
     if path.startswith("/mcp/"):
         method = path[len("/mcp/") :]
         return "/mcp/" + (method if method in REST_METHODS else "<unknown>")
-    return path if path in ("/mcp", "/health", "/ready", "/metrics", "/ws", TOOL_FILTER_PATH, OPENAPI_PATH) else "<other>"
+    return (
+        path if path in ("/mcp", "/health", "/ready", "/metrics", "/ws", "/sse", "/messages", TOOL_FILTER_PATH, OPENAPI_PATH) else "<other>"
+    )
 
 
 def create_app(
@@ -106,6 +88,7 @@ def create_app(
     services: Sequence[Any] = (),
     freeze_gc: bool = False,
     tool_filter: ToolFilter | None = None,
+    sse_sessions: SseSessions | None = None,
 ) -> FastAPI:
     """The gateway app. The lifespan starts and closes the backend, so uvicorn owns the whole lifetime.
 
@@ -117,6 +100,7 @@ def create_app(
     """
     metrics = metrics or GatewayMetrics()
     dispatcher.method_observer = metrics.observe_method
+    sse = sse_sessions or local_sessions(Settings(), metrics, max_body_bytes)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -228,6 +212,7 @@ def create_app(
     if tool_filter is not None:
         _add_tool_filter_route(app, tool_filter, max_body_bytes, metrics)
     add_websocket_route(app, dispatcher, max_message_bytes=max_body_bytes)
+    add_sse_routes(app, dispatcher, sse)
 
     @app.get("/health", openapi_extra=openapi.HEALTH)
     async def health() -> Response:
@@ -249,6 +234,7 @@ def create_app(
                 "dtype": info.dtype,
                 "pooling": info.pooling,
                 "categories_reload_error": info.reload_error,
+                **sse.health(),
                 **extra_health(),
             }
         )

@@ -1,0 +1,152 @@
+"""Legacy HTTP+SSE (MCP 2024-11-05): ``GET /sse`` opens the stream, ``POST /messages?sessionId=`` feeds it.
+
+The stream's first event is ``endpoint`` (where to POST); each POST is answered 202 and its
+JSON-RPC answer goes out on the stream as a ``message`` event. Behind a load balancer the POST may
+reach another replica: that replica answers it and hands the answer over through the session bus
+(Redis pub/sub). Streams are capped, idle sessions expire, and keep-alive comments flow so proxies
+do not cut a quiet stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+from sse_starlette.sse import EventSourceResponse
+
+from ..cache.redis_link import RedisLink
+from ..cache.session_bus import SessionBus
+from ..protocol import correlation
+from ..protocol.dispatcher import McpDispatcher
+from ..settings import Settings
+from ..telemetry import GatewayMetrics
+from .bodies import BodyTooLarge, json_response, read_body
+
+log = logging.getLogger(__name__)
+
+SSE_PATH = "/sse"
+MESSAGES_PATH = "/messages"
+
+
+@dataclass(frozen=True)
+class SseLimits:
+    max_streams: int
+    keepalive_s: float
+    idle_s: float  # a session with no message for this long ends (its stream closes, its id is forgotten)
+    max_body_bytes: int
+
+
+def local_sessions(settings: Settings, metrics: GatewayMetrics, max_body_bytes: int, link: RedisLink | None = None) -> SseSessions:
+    """The sessions of one replica; shared with the others through Redis when ``link`` is given."""
+    limits = SseLimits(settings.sse_max_streams, settings.sse_keepalive_s, settings.sse_session_idle_s, max_body_bytes)
+    return SseSessions(SessionBus(link, ttl_s=settings.sse_session_idle_s + settings.sse_keepalive_s), limits, metrics)
+
+
+class SseSessions:
+    """The streams this replica holds: session id -> the queue its stream reads."""
+
+    def __init__(self, bus: SessionBus, limits: SseLimits, metrics: GatewayMetrics) -> None:
+        self.bus = bus
+        self.limits = limits
+        self.metrics = metrics
+        self.owner = uuid.uuid4().hex[:12]  # this replica, written into the session keys (debugging aid)
+        self.queues: dict[str, asyncio.Queue[bytes]] = {}
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "legacy_sse": {
+                "open_streams": len(self.queues),
+                "max_streams": self.limits.max_streams,
+                "across_replicas": self.bus.shared,
+                **({} if self.bus.shared else {"note": "no Redis: a POST /messages must reach the replica holding its stream"}),
+            }
+        }
+
+    async def deliver(self, session_id: str, answer: bytes) -> bool:
+        queue = self.queues.get(session_id)
+        if queue is not None:
+            queue.put_nowait(answer)
+            return True
+        return await self.bus.publish(session_id, answer)
+
+    async def is_open(self, session_id: str) -> bool:
+        return session_id in self.queues or await self.bus.known(session_id)
+
+    async def stream(self, session_id: str, endpoint: str) -> AsyncIterator[dict[str, str]]:
+        queue: asyncio.Queue[bytes] = asyncio.Queue()
+        self.queues[session_id] = queue
+        self.metrics.sse_streams.inc()
+        await self.bus.claim(session_id, self.owner)
+        relay = asyncio.create_task(self._relay(session_id, queue), name=f"sse-relay-{session_id}")
+        try:
+            yield {"event": "endpoint", "data": endpoint}
+            last_message = time.monotonic()
+            while True:
+                idle_left = self.limits.idle_s - (time.monotonic() - last_message)
+                if idle_left <= 0:
+                    log.info("sse session %s expired after %.0f s without a message", session_id, self.limits.idle_s)
+                    return
+                try:
+                    answer = await asyncio.wait_for(queue.get(), timeout=min(self.limits.keepalive_s, idle_left))
+                except TimeoutError:
+                    await self.bus.refresh(session_id)
+                    continue
+                last_message = time.monotonic()
+                yield {"event": "message", "data": answer.decode()}
+        finally:
+            relay.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await relay
+            self.queues.pop(session_id, None)
+            self.metrics.sse_streams.dec()
+            await self.bus.release(session_id)
+
+    async def _relay(self, session_id: str, queue: asyncio.Queue[bytes]) -> None:
+        async for answer in self.bus.listen(session_id):
+            queue.put_nowait(answer)
+
+
+def add_sse_routes(app: FastAPI, dispatcher: McpDispatcher, sessions: SseSessions) -> None:
+    limits = sessions.limits
+
+    @app.get(SSE_PATH, include_in_schema=False)  # an event stream, not a JSON operation
+    async def open_stream(request: Request) -> Response:
+        if len(sessions.queues) >= limits.max_streams:
+            return _error(
+                503, f"too many open SSE streams on this replica (sse_max_streams={limits.max_streams}); retry later", {"Retry-After": "5"}
+            )
+        session_id = uuid.uuid4().hex
+        endpoint = f"{request.scope.get('root_path', '')}{MESSAGES_PATH}?sessionId={session_id}"
+        return EventSourceResponse(sessions.stream(session_id, endpoint), ping=limits.keepalive_s, headers={"Cache-Control": "no-store"})
+
+    @app.post(MESSAGES_PATH, include_in_schema=False)
+    async def post_message(request: Request) -> Response:
+        session_id = request.query_params.get("sessionId")
+        if not session_id:
+            return _error(400, "sessionId query parameter is required (the endpoint event of GET /sse gives the URL)")
+        record = correlation.current()
+        if record is not None:
+            record.session_id = session_id
+        if not await sessions.is_open(session_id):
+            return _error(404, f"unknown or expired session {session_id!r}: open a new stream with GET {SSE_PATH}")
+        try:
+            body = await read_body(request, limits.max_body_bytes)
+        except BodyTooLarge:
+            return _error(413, f"request body exceeds {limits.max_body_bytes} bytes")
+        answer = await dispatcher.handle_bytes(body)
+        if answer is not None and not await sessions.deliver(session_id, orjson.dumps(answer)):
+            return _error(404, f"session {session_id!r} closed before its answer could be delivered")
+        return Response(b"Accepted", status_code=202, media_type="text/plain")
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    return json_response({"error": message}, status=status, headers=headers)
