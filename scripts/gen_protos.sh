@@ -5,4 +5,4 @@ cd "$(dirname "$0")/.."
 PY="${PYTHON:-.venv/bin/python}"
 OUT="${1:-services}"
 "$PY" -m grpc_tools.protoc -Iprotos --python_out="$OUT" --pyi_out="$OUT" --grpc_python_out="$OUT" \
-  protos/mcp_classifier/api/v1/classifier.proto
+  protos/mcp_classifier/api/v1/classifier.proto protos/mcp_classifier/api/v1/gateway.proto

@@ -131,6 +131,14 @@ class Settings(BaseSettings):
     # --- serving ---------------------------------------------------------------------------
     host: str = Field("127.0.0.1", description="HTTP bind address.")
     port: int = Field(8080, ge=0, le=65535, description="HTTP port; 0 picks a free one (printed at start).")
+    grpc_port: int | None = Field(
+        None,
+        ge=0,
+        le=65535,
+        description="Port of the public gRPC API (Classify, ClassifyBatch, ListCategories, grpc.health.v1) on host; "
+        "unset: no gRPC API; 0 picks a free one (printed at start).",
+    )
+    grpc_reflection: bool = Field(False, description="gRPC server reflection on the public gRPC API (for grpcurl without the protos).")
     max_text_length: int = Field(8192, ge=1, description="Longest text (characters) classify_text accepts.")
     max_batch_texts: int = Field(256, ge=1, le=4096, description="Most texts one classify_batch call accepts.")
     list_ttl_ms: int = Field(

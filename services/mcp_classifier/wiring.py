@@ -158,6 +158,20 @@ def build_http_app(settings: Settings, redis: RedisRuntime, metrics: GatewayMetr
         from .hot_reload import HotReload
 
         services.append(HotReload(gateway.backend, settings.categories_file))
+    late_services: list[object] = []
+    if settings.grpc_port is not None:
+        from .transports.grpc_public import PublicGrpcServer
+
+        late_services.append(
+            PublicGrpcServer(
+                gateway.dispatcher,
+                edge.keys,
+                host=settings.host,
+                port=settings.grpc_port,
+                reflection=settings.grpc_reflection,
+                tracing=tracing,
+            )
+        )
     app = create_app(
         gateway.dispatcher,
         gateway.backend,
@@ -168,6 +182,7 @@ def build_http_app(settings: Settings, redis: RedisRuntime, metrics: GatewayMetr
         freeze_gc=True,
         tool_filter=gateway.tool_filter,
         sse_sessions=local_sessions(settings, metrics, settings.max_body_bytes, redis.link),
+        late_services=late_services,
     )
     if tracing:
         from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor

@@ -8,11 +8,16 @@ or _meta) starts the trace.
 from __future__ import annotations
 
 import json
+import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+import grpc
 import httpx
 
+from mcp_classifier.api.v1 import gateway_pb2 as gpb
+from mcp_classifier.api.v1 import gateway_pb2_grpc as gpb_grpc
 from tests.support.otlp_receiver import OtlpReceiver
 from tests.support.processes import start_server
 
@@ -20,6 +25,16 @@ TRACE_META_KEY = "dev.mcp-classifier/traceId"
 STATELESS = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": STATELESS, "io.modelcontextprotocol/clientCapabilities": {}}
 CALLER_TRACE = "0af7651916cd43dd8448eb211c80319c"
+
+
+def _grpc_target(read_log: Callable[[], str]) -> str:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        match = re.search(r"gRPC API listening on (\S+:\d+)", read_log())
+        if match:
+            return match.group(1)
+        time.sleep(0.1)
+    raise AssertionError("the gRPC API did not start")
 
 
 def _log_lines(log: str) -> list[dict]:
@@ -34,8 +49,11 @@ def test_trace_id_from_the_answer_is_in_the_json_log_line_and_the_exported_spans
     otlp = OtlpReceiver()
     otlp.start()
     env = {"OTEL_EXPORTER_OTLP_ENDPOINT": otlp.endpoint, "OTEL_EXPORTER_OTLP_INSECURE": "true", "OTEL_BSP_SCHEDULE_DELAY": "100"}
-    server = start_server(tmp_path, env=env)
+    server = start_server(tmp_path, "--grpc-port", "0", env=env)
     try:
+        grpc_target = _grpc_target(server.log)
+        with grpc.insecure_channel(grpc_target) as channel:
+            over_grpc = gpb_grpc.ClassifierGatewayStub(channel).Classify(gpb.ClassifyTextRequest(text="integrate x squared"), timeout=60)
         with httpx.Client(base_url=server.url, timeout=60) as http:
             plain = http.post(
                 "/mcp",
@@ -68,7 +86,7 @@ def test_trace_id_from_the_answer_is_in_the_json_log_line_and_the_exported_spans
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             traces = {span.trace_id for span in otlp.spans()}
-            if {trace_id, CALLER_TRACE} <= traces:
+            if {trace_id, CALLER_TRACE, over_grpc.trace_id} <= traces:
                 break
             time.sleep(0.2)
         spans = otlp.spans()
@@ -89,6 +107,7 @@ def test_trace_id_from_the_answer_is_in_the_json_log_line_and_the_exported_spans
         )
         assert mine[0]["latency_ms"] > 0
         assert [line["era"] for line in access if line["trace_id"] == CALLER_TRACE] == [STATELESS]
+        assert [(line["door"], line["method"]) for line in access if line["trace_id"] == over_grpc.trace_id] == [("grpc", "classify_text")]
     finally:
         server.stop()
         otlp.stop()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.support import REPO_ROOT
 
-GENERATED = ("classifier_pb2.py", "classifier_pb2.pyi", "classifier_pb2_grpc.py")
+GENERATED = tuple(f"{proto}{suffix}" for proto in ("classifier", "gateway") for suffix in ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py"))
 
 
 def test_regenerating_the_stubs_changes_nothing(tmp_path: Path) -> None:

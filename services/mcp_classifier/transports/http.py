@@ -89,13 +89,15 @@ def create_app(
     freeze_gc: bool = False,
     tool_filter: ToolFilter | None = None,
     sse_sessions: SseSessions | None = None,
+    late_services: Sequence[Any] = (),
 ) -> FastAPI:
     """The gateway app. The lifespan starts and closes the backend, so uvicorn owns the whole lifetime.
 
     ``edge`` puts auth, Host/Origin allowlists and the rate limit in front of every route but
     /health, /ready and /metrics. ``services`` are objects with async ``start()``/``close()``
     (e.g. the Redis link) started before the backend and closed after it; an optional
-    ``health()`` dict of theirs is merged into /health. ``freeze_gc`` (for a process that serves
+    ``health()`` dict of theirs is merged into /health. ``late_services`` start after the backend
+    and close before it. ``freeze_gc`` (for a process that serves
     only this app) moves everything alive after start-up out of the cyclic GC's reach.
     """
     metrics = metrics or GatewayMetrics()
@@ -116,9 +118,15 @@ def create_app(
             if freeze_gc:
                 gc.collect()
                 gc.freeze()
+            late_started: list[Any] = []
             try:
+                for service in late_services:  # doors that should open only once the backend can answer (gRPC)
+                    await service.start()
+                    late_started.append(service)
                 yield
             finally:
+                for service in reversed(late_started):
+                    await service.close()
                 await backend.close()
         finally:
             for service in reversed(started):

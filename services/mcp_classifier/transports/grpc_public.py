@@ -1,0 +1,187 @@
+"""The gateway's public gRPC API (``--grpc-port``): Classify, ClassifyBatch, ListCategories, plus health and reflection.
+
+Each call runs the same MCP tool as ``POST /mcp`` does (``classify_text``, ``classify_batch``,
+``list_categories``) through the dispatcher, so validation, the Redis cache and the spans are the
+HTTP ones, and failures map through the one error table to a gRPC status. The bearer key travels
+in ``authorization`` metadata and is checked against the same keys as HTTP; health checks and
+reflection are open, like /health.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, NoReturn
+
+import grpc
+import orjson
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer
+
+from ..api.v1 import classifier_pb2 as pb
+from ..api.v1 import gateway_pb2 as gpb
+from ..api.v1 import gateway_pb2_grpc as gpb_grpc
+from ..edge.keys import ApiKeys
+from ..protocol import correlation
+from ..protocol.dispatcher import McpDispatcher
+from ..protocol.errors import ERROR_TABLE, ErrorKind, kind_of, new_event_id, record_error
+from ..protocol.jsonrpc import JsonRpcError
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAME = gpb.DESCRIPTOR.services_by_name["ClassifierGateway"].full_name
+OPEN_SERVICES = ("/grpc.health.v1.Health/", "/grpc.reflection.v1alpha.ServerReflection/", "/grpc.reflection.v1.ServerReflection/")
+TRACE_ID_METADATA = "x-trace-id"
+EVENT_ID_METADATA = "x-event-id"
+
+
+class GatewayServicer(gpb_grpc.ClassifierGatewayServicer):
+    def __init__(self, dispatcher: McpDispatcher) -> None:
+        self.dispatcher = dispatcher
+
+    async def Classify(self, request: gpb.ClassifyTextRequest, context: grpc.aio.ServicerContext) -> gpb.ClassifyTextResponse:
+        payload, trace_id = await self._tool(
+            context, "classify_text", {"text": request.text, "with_probabilities": request.with_probabilities}
+        )
+        return gpb.ClassifyTextResponse(result=_classification(payload), trace_id=trace_id)
+
+    async def ClassifyBatch(self, request: pb.ClassifyRequest, context: grpc.aio.ServicerContext) -> gpb.ClassifyBatchResponse:
+        arguments = {"texts": list(request.texts), "with_probabilities": request.with_probabilities}
+        payload, trace_id = await self._tool(context, "classify_batch", arguments)
+        items = [
+            gpb.ClassifyBatchItem(error=item["error"]) if "error" in item else gpb.ClassifyBatchItem(result=_classification(item))
+            for item in payload["results"]
+        ]
+        return gpb.ClassifyBatchResponse(results=items, classified=payload["classified"], failed=payload["failed"], trace_id=trace_id)
+
+    async def ListCategories(self, request: gpb.ListCategoriesRequest, context: grpc.aio.ServicerContext) -> gpb.ListCategoriesResponse:
+        payload, trace_id = await self._tool(context, "list_categories", {})
+        categories = [
+            pb.Category(
+                name=name,
+                description=payload["category_descriptions"].get(name, ""),
+                system_prompt=payload["category_system_prompts"].get(name, ""),
+            )
+            for name in payload["categories"]
+        ]
+        return gpb.ListCategoriesResponse(categories=categories, trace_id=trace_id)
+
+    async def _tool(self, context: grpc.aio.ServicerContext, name: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        """Run one MCP tool; its isError result or JSON-RPC error becomes the table's gRPC status (the call is aborted)."""
+        traceparent = next((value for key, value in context.invocation_metadata() or () if key == "traceparent"), None)
+        record = correlation.begin("grpc", traceparent=str(traceparent) if traceparent else None)
+        correlation.note(era="grpc", method=name)
+        try:
+            await context.send_initial_metadata(((TRACE_ID_METADATA, record.trace_id),))
+            try:
+                result = await self.dispatcher.call("tools/call", {"name": name, "arguments": arguments})
+            except JsonRpcError as exc:
+                record_error(exc, name)
+                kind = kind_of(exc)
+                correlation.note(outcome=kind.value, event_id=exc.event_id)
+                await _abort(context, ERROR_TABLE[kind].grpc_status, exc.message, exc.event_id or "")
+            payload = result.get("structuredContent")
+            if result.get("isError") or payload is None:
+                event_id = new_event_id()
+                message = _error_text(result)
+                log.info(
+                    "tool_execution_failed in %s: %s", name, message, extra={"event_id": event_id, "error_kind": "tool_execution_failed"}
+                )
+                correlation.note(outcome=ErrorKind.TOOL_EXECUTION_FAILED.value, event_id=event_id)
+                await _abort(context, ERROR_TABLE[ErrorKind.TOOL_EXECUTION_FAILED].grpc_status, message, event_id)
+            return payload, record.trace_id
+        finally:
+            correlation.finish(record)
+
+
+async def _abort(context: grpc.aio.ServicerContext, status: str, message: str, event_id: str) -> NoReturn:
+    context.set_trailing_metadata(((EVENT_ID_METADATA, event_id),))
+    await context.abort(grpc.StatusCode[status], message)
+    raise AssertionError("unreachable: abort raises")
+
+
+def _error_text(result: dict[str, Any]) -> str:
+    try:
+        return str(orjson.loads(result["content"][0]["text"]).get("error", "tool failed"))
+    except (KeyError, IndexError, TypeError, orjson.JSONDecodeError):
+        return "tool failed"
+
+
+def _classification(payload: dict[str, Any]) -> pb.Classification:
+    return pb.Classification(
+        class_index=payload["class"],
+        category=payload["category"],
+        confidence=payload["confidence"],
+        model=payload["model"],
+        use_reasoning=payload["use_reasoning"],
+        probabilities=payload.get("probabilities", []),
+        entropy=payload.get("entropy", 0.0),
+    )
+
+
+class BearerKeyInterceptor(grpc.aio.ServerInterceptor):
+    """The HTTP edge's key check for gRPC: ``authorization: Bearer <key>`` metadata, UNAUTHENTICATED otherwise."""
+
+    def __init__(self, keys: ApiKeys) -> None:
+        self.keys = keys
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        method = handler_call_details.method or ""
+        if not self.keys.enabled or method.startswith(OPEN_SERVICES):
+            return await continuation(handler_call_details)
+        authorization = next((str(v) for k, v in handler_call_details.invocation_metadata or () if k == "authorization"), "")
+        scheme, _, token = authorization.strip().partition(" ")
+        if scheme.lower() == "bearer" and token.strip() and self.keys.verify(token.strip()):
+            return await continuation(handler_call_details)
+        reason = "invalid bearer token" if authorization else "missing bearer token: send metadata authorization: Bearer <key>"
+
+        async def refuse(request: Any, context: grpc.aio.ServicerContext) -> None:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, reason)
+
+        return grpc.unary_unary_rpc_method_handler(refuse)
+
+
+class PublicGrpcServer:
+    """Started after the backend (so health says SERVING only when calls can succeed), stopped before it."""
+
+    def __init__(self, dispatcher: McpDispatcher, keys: ApiKeys, *, host: str, port: int, reflection: bool, tracing: bool) -> None:
+        self.dispatcher = dispatcher
+        self.keys = keys
+        self.host = host
+        self.requested_port = port
+        self.reflection = reflection
+        self.tracing = tracing
+        self.port: int | None = None
+        self._server: grpc.aio.Server | None = None
+        self._health = HealthServicer()
+
+    async def start(self) -> None:
+        interceptors: list[Any] = [BearerKeyInterceptor(self.keys)]
+        if self.tracing:
+            from opentelemetry.instrumentation.grpc import aio_server_interceptor
+
+            interceptors.insert(0, aio_server_interceptor())  # outermost: the span is current while the call runs
+        server = grpc.aio.server(interceptors=interceptors)
+        gpb_grpc.add_ClassifierGatewayServicer_to_server(GatewayServicer(self.dispatcher), server)
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+        services = [SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name]
+        if self.reflection:
+            from grpc_reflection.v1alpha import reflection
+
+            reflection.enable_server_reflection([*services, reflection.SERVICE_NAME], server)
+        self.port = server.add_insecure_port(f"{self.host}:{self.requested_port}")
+        await server.start()
+        self._server = server
+        for name in ("", SERVICE_NAME):
+            await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        print(f"gRPC API listening on {self.host}:{self.port} (reflection {'on' if self.reflection else 'off'})", flush=True)
+
+    async def close(self, grace_s: float = 5.0) -> None:
+        if self._server is not None:
+            await self._health.enter_graceful_shutdown()
+            await self._server.stop(grace_s)
+            self._server = None
