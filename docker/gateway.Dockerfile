@@ -64,6 +64,7 @@ ENV PATH=/opt/venv/bin:$PATH \
     MCP_CLASSIFIER_PORT=8080
 # Numeric, so that Kubernetes' runAsNonRoot can verify it.
 USER 10001:10001
-EXPOSE 8080
+# HTTP; and the public gRPC API when MCP_CLASSIFIER_GRPC_PORT=50051 (the chart's gateway.grpc) is set
+EXPOSE 8080 50051
 ENTRYPOINT ["mcp-classifier"]
 CMD ["serve"]

@@ -539,7 +539,7 @@ def test_network_policy_egress_is_exactly_dns_redis_ray_serve_grpc_and_otlp(rend
 def test_network_policy_ingress_is_the_gateway_port_from_the_configured_sources(rendered: dict[str, list[dict[str, Any]]]) -> None:
     docs = rendered["production"]
     (rule,) = one(docs, "NetworkPolicy", "-gateway")["spec"]["ingress"]
-    assert rule["ports"] == [{"port": 8080, "protocol": "TCP"}]
+    assert rule["ports"] == [{"port": 8080, "protocol": "TCP"}, {"port": 50051, "protocol": "TCP"}], "HTTP, and gRPC (on in this profile)"
     configured = values_of("production")["networkPolicy"]["ingress"]["from"]
     assert rule["from"] == [*configured, {"podSelector": _selector("test")}]
     assert one(docs, "Pod")["metadata"]["labels"]["app.kubernetes.io/component"] == "test"
@@ -549,6 +549,18 @@ def test_network_policy_ingress_is_the_gateway_port_from_the_configured_sources(
     # no `from` at all: any source, still only the gateway port
     (open_rule,) = one(rendered["external-redis"], "NetworkPolicy", "-gateway")["spec"]["ingress"]
     assert open_rule == {"ports": [{"port": 8080, "protocol": "TCP"}]}
+
+
+def test_the_public_grpc_api_opens_on_the_pod_the_service_and_the_env_only_when_enabled(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    prod, default = rendered["production"], rendered["default"]
+    container = gateway(prod)["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "grpc", "containerPort": 50051, "protocol": "TCP"} in container["ports"]
+    service_ports = {p["name"]: p for p in one(prod, "Service", "-gateway")["spec"]["ports"]}
+    assert service_ports["grpc"]["targetPort"] == "grpc" and service_ports["grpc"]["appProtocol"] == "grpc"
+    env = one(prod, "ConfigMap", "-gateway")["data"]
+    assert (env["MCP_CLASSIFIER_GRPC_PORT"], env["MCP_CLASSIFIER_GRPC_REFLECTION"]) == ("50051", "false")
+    assert "MCP_CLASSIFIER_GRPC_PORT" not in one(default, "ConfigMap", "-gateway")["data"]
+    assert [p["name"] for p in one(default, "Service", "-gateway")["spec"]["ports"]] == ["http"]
 
 
 # ---- secrets -------------------------------------------------------------------------------------
