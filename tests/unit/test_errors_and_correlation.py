@@ -165,3 +165,20 @@ def test_json_log_format_writes_the_record_fields_as_keys(capsys: pytest.Capture
     finally:
         root.handlers[:], _ = saved
         root.setLevel(saved[1])
+
+
+def test_the_readme_error_table_is_the_code_table() -> None:
+    from tests.support import REPO_ROOT
+
+    readme = (REPO_ROOT / "README.md").read_text()
+    section = readme.split("### Errors: one table for every door", 1)[1].split("\n### ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[0].startswith("`"):
+            rows[cells[0].strip("`")] = cells[1:]
+    assert set(rows) == {kind.value for kind in ErrorKind}
+    for kind, rule in ERROR_TABLE.items():
+        code, rest, stateless, grpc_status = rows[kind.value]
+        assert code == (str(rule.code) if rule.code is not None else code) and (rule.code is not None or "isError" in code)
+        assert (int(rest), int(stateless), grpc_status.strip("`")) == (rule.rest_status, rule.stateless_status, rule.grpc_status)

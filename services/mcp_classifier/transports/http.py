@@ -198,24 +198,10 @@ def create_app(
                 raise JsonRpcError(PARSE_ERROR, f"request body is not valid JSON: {exc}") from None
             result = await dispatcher.call(method, rest_params(body))
         except JsonRpcError as exc:
-            return rest_error(exc, method)
+            return rest_error(exc, method, metrics)
         if method == "tools/call" and result.get("isError") is True:
             correlation.note(outcome=ErrorKind.TOOL_EXECUTION_FAILED.value)
         return json_response(result)
-
-    def rest_error(exc: JsonRpcError, method: str) -> Response:
-        """The REST style's error shape: {"error", "data"} with the table's HTTP status; data carries the event id."""
-        record_error(exc, method)
-        kind = kind_of(exc)
-        metrics.errors.labels(kind.value).inc()
-        correlation.note(outcome=kind.value, event_id=exc.event_id)
-        record = correlation.current()
-        exc.trace_id = record.trace_id if record is not None else None
-        payload: dict[str, Any] = {"error": exc.message}
-        error_data = exc.to_error().get("data")
-        if error_data is not None:
-            payload["data"] = error_data
-        return json_response(payload, status=rule_of(exc).rest_status)
 
     if tool_filter is not None:
         _add_tool_filter_route(app, tool_filter, max_body_bytes, metrics)
@@ -268,6 +254,21 @@ def create_app(
     return app
 
 
+def rest_error(exc: JsonRpcError, method: str, metrics: GatewayMetrics) -> Response:
+    """The REST shape of an error: {"error", "data"} with the table's HTTP status; data carries the event and trace ids."""
+    record_error(exc, method)
+    kind = kind_of(exc)
+    metrics.errors.labels(kind.value).inc()
+    correlation.note(outcome=kind.value, event_id=exc.event_id)
+    record = correlation.current()
+    exc.trace_id = record.trace_id if record is not None else None
+    payload: dict[str, Any] = {"error": exc.message}
+    error_data = exc.to_error().get("data")
+    if error_data is not None:
+        payload["data"] = error_data
+    return json_response(payload, status=rule_of(exc).rest_status)
+
+
 def _add_tool_filter_route(app: FastAPI, tool_filter: ToolFilter, max_body_bytes: int, metrics: GatewayMetrics) -> None:
     """POST /v1/tools/filter for proxies: the caller's tools back, filtered and ordered, in the shape they came in."""
 
@@ -279,20 +280,24 @@ def _add_tool_filter_route(app: FastAPI, tool_filter: ToolFilter, max_body_bytes
         return response
 
     async def _filter(request: Request) -> Response:
+        correlation.note(era="rest", method="tools/filter")
         try:
-            body = orjson.loads(await read_body(request, max_body_bytes) or b"{}")
-        except BodyTooLarge:
-            return json_response({"error": f"request body exceeds {max_body_bytes} bytes"}, status=413)
-        except orjson.JSONDecodeError as exc:
-            return json_response({"error": f"request body is not valid JSON: {exc}"}, status=400)
-        if not isinstance(body, dict) or not isinstance(body.get("tools"), list):
-            return json_response({"error": "the body must be an object with a `tools` list (and `query` or `messages`)"}, status=400)
-        tools = body["tools"]
-        try:
-            asked = filter_arguments(body)
-            selection = await tool_filter.select(asked.query, tools, asked.top_k, asked.threshold)
-        except ToolError as exc:
-            return json_response({"error": str(exc)}, status=400)
+            try:
+                body = orjson.loads(await read_body(request, max_body_bytes) or b"{}")
+            except BodyTooLarge:
+                raise JsonRpcError(INVALID_REQUEST, f"request body exceeds {max_body_bytes} bytes", kind=ErrorKind.BODY_TOO_LARGE) from None
+            except orjson.JSONDecodeError as exc:
+                raise JsonRpcError(PARSE_ERROR, f"request body is not valid JSON: {exc}") from None
+            if not isinstance(body, dict) or not isinstance(body.get("tools"), list):
+                raise JsonRpcError(INVALID_PARAMS, "the body must be an object with a `tools` list (and `query` or `messages`)")
+            tools = body["tools"]
+            try:
+                asked = filter_arguments(body)
+                selection = await tool_filter.select(asked.query, tools, asked.top_k, asked.threshold)
+            except ToolError as exc:
+                raise JsonRpcError(INVALID_PARAMS, str(exc)) from None
+        except JsonRpcError as exc:
+            return rest_error(exc, "tools/filter", metrics)
         kept = [tools[i] for i in selection.indices]
         payload: dict[str, Any] = {"tools": kept, "filtered": selection.filtered, "total": selection.total, "kept": len(kept)}
         headers = {"X-Tool-Filter": f"{selection.total}->{len(kept)}", "X-Tool-Filter-Status": "filtered"}
