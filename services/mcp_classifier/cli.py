@@ -119,7 +119,7 @@ def _serve(settings: Settings, metrics: GatewayMetrics, redis: RedisRuntime) -> 
         lifespan="on",
         timeout_graceful_shutdown=math.ceil(settings.shutdown_timeout_s),
     )
-    server = DrainingServer(config, drain_delay_s=settings.drain_delay_s, on_drain=lambda: setattr(app.state, "draining", True))
+    server = DrainingServer(config, drain_delay_s=settings.drain_delay_s, on_drain=app.state.start_draining)
     try:
         server.run(sockets=[sock])
     finally:

@@ -136,3 +136,21 @@ def test_without_redis_one_gateway_serves_sse_caps_streams_keeps_alive_and_expir
             assert 1.0 <= time.monotonic() - started <= 10, "the idle session expired after about sse_session_idle_s"
             gone = other.post(endpoint, json={"jsonrpc": "2.0", "id": 2, "method": "ping"})
             assert gone.status_code == 404 and "expired" in gone.json()["error"]
+
+
+def test_sigterm_ends_open_streams_cleanly_and_refuses_new_ones_while_draining(tmp_path: Path) -> None:
+    """Clients of a gateway being replaced get their stream ended at once (to reconnect to a ready replica), not cut at exit."""
+    import signal
+
+    server = start_server(tmp_path, "--no-cache", "--drain-delay-s", "2")
+    with httpx.Client(base_url=server.url, timeout=30) as http, http.stream("GET", "/sse") as stream:
+        events = _events(stream.iter_lines())
+        assert next(events)[0] == "endpoint"
+        signalled = time.monotonic()
+        server.process.send_signal(signal.SIGTERM)
+        assert [kind for kind, _ in events if kind != "comment"] == [], "the stream ends without another event"
+        assert time.monotonic() - signalled < 1.5, "ended at the signal, not at exit"
+        refused = httpx.get(f"{server.url}/sse", timeout=5)
+        assert refused.status_code == 503 and "shutting down" in refused.json()["error"]
+    assert server.process.wait(timeout=30) == 0
+    assert "without completing response" not in server.log()

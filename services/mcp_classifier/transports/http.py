@@ -134,6 +134,13 @@ def create_app(
 
     app = FastAPI(title="mcp-classifier", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=OPENAPI_PATH)
     app.state.draining = False
+
+    def start_draining() -> None:
+        """SIGTERM (transports.server): /ready answers 503 and open SSE streams end, so clients move to a ready replica."""
+        app.state.draining = True
+        sse.drain()
+
+    app.state.start_draining = start_draining
     app.openapi = lambda: _openapi_document(app)  # type: ignore[method-assign]  # FastAPI documents this override
     if edge is not None:
         app.add_middleware(EdgeMiddleware, guard=edge)

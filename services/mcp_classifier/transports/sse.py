@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 SSE_PATH = "/sse"
 MESSAGES_PATH = "/messages"
+_END = b""  # put in a stream's queue to end it cleanly (an answer is never empty)
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,21 @@ class SseSessions:
         self.metrics = metrics
         self.owner = uuid.uuid4().hex[:12]  # this replica, written into the session keys (debugging aid)
         self.queues: dict[str, asyncio.Queue[bytes]] = {}
+        self.draining = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def drain(self) -> None:
+        """SIGTERM: end every open stream now (its client reconnects to a replica still ready) and refuse new ones.
+
+        Called from the signal handler, so the streams are ended from the event loop, not from here.
+        """
+        self.draining = True
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._end_all)
+
+    def _end_all(self) -> None:
+        for queue in self.queues.values():
+            queue.put_nowait(_END)
 
     def health(self) -> dict[str, Any]:
         return {
@@ -83,6 +99,7 @@ class SseSessions:
 
     async def stream(self, session_id: str, endpoint: str) -> AsyncIterator[dict[str, str]]:
         queue: asyncio.Queue[bytes] = asyncio.Queue()
+        self._loop = asyncio.get_running_loop()
         self.queues[session_id] = queue
         self.metrics.sse_streams.inc()
         await self.bus.claim(session_id, self.owner)
@@ -100,6 +117,9 @@ class SseSessions:
                 except TimeoutError:
                     await self.bus.refresh(session_id)
                     continue
+                if answer is _END:
+                    log.info("sse session %s: stream ended for shutdown", session_id)
+                    return
                 last_message = time.monotonic()
                 yield {"event": "message", "data": answer.decode()}
         finally:
@@ -120,6 +140,8 @@ def add_sse_routes(app: FastAPI, dispatcher: McpDispatcher, sessions: SseSession
 
     @app.get(SSE_PATH, include_in_schema=False)  # an event stream, not a JSON operation
     async def open_stream(request: Request) -> Response:
+        if sessions.draining:
+            return _error(503, "this gateway is shutting down; open the stream again (another replica will take it)", {"Retry-After": "1"})
         if len(sessions.queues) >= limits.max_streams:
             return _error(
                 503, f"too many open SSE streams on this replica (sse_max_streams={limits.max_streams}); retry later", {"Retry-After": "5"}
