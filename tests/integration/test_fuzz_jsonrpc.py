@@ -1,4 +1,4 @@
-"""hypothesis-generated JSON-RPC at POST /mcp (in process, fake backend) and over stdio (a real process).
+"""hypothesis-generated JSON-RPC at POST /mcp and over /ws (in process, fake backend), and over stdio (a real process).
 
 Messages are built from the protocol's own parts, right and wrong: versions, ids of every JSON type,
 known and unknown methods, params of any shape, batches, and raw bytes. Whatever arrives, the answer
@@ -248,3 +248,40 @@ def test_any_line_over_stdio_gets_valid_jsonrpc_and_the_server_lives_on(stdio: S
     for answer in stdio.probe():
         assert_jsonrpc_answer(answer)
     assert stdio.process.poll() is None
+
+
+# ---- WebSocket: the same messages, with and without "jsonrpc", one connection for every case ----------
+WEBSOCKET_CASES = 1500
+bare_message = message.map(lambda m: {k: v for k, v in m.items() if k != "jsonrpc"} if isinstance(m, dict) else m)
+frames = (payload | bare_message | st.lists(bare_message, max_size=4)).map(lambda p: json.dumps(p)) | st.text(max_size=60)
+
+
+@pytest.fixture(scope="module")
+def websocket() -> Iterator[Any]:
+    from fastapi.testclient import TestClient
+
+    backend = FakeBackend()
+    app = create_app(build_dispatcher(Settings(), backend), backend, max_body_bytes=DEFAULT_MAX_BODY_BYTES)
+    with TestClient(app) as http, http.websocket_connect("/ws", subprotocols=["mcp"]) as socket:
+        socket.probes = 0  # type: ignore[attr-defined]
+        yield socket
+
+
+@settings(max_examples=WEBSOCKET_CASES, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(frame=frames)
+def test_any_frame_over_websocket_gets_valid_answers_and_the_connection_lives_on(websocket: Any, frame: str) -> None:
+    """Every answer is JSON-RPC (with "jsonrpc" or, for a bare message, without); a probe after each frame is answered."""
+    websocket.send_text(frame)
+    websocket.probes += 1
+    probe_id = f"probe-{websocket.probes}"
+    websocket.send_text(json.dumps({"jsonrpc": "2.0", "id": probe_id, "method": "ping"}))
+    while True:
+        answer = json.loads(websocket.receive_text())
+        if isinstance(answer, dict) and answer.get("id") == probe_id:
+            assert answer.get("result") == {}, answer
+            return
+        items = answer if isinstance(answer, list) else [answer]
+        assert items, "an empty batch answer"
+        for item in items:
+            assert isinstance(item, dict) and "id" in item and item.get("jsonrpc", "2.0") == "2.0", item
+            assert ("result" in item) != ("error" in item), item
