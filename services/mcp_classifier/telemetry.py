@@ -27,7 +27,7 @@ class GatewayMetrics:
 
         self.mcp_methods = Counter(
             "mcp_classifier_mcp_methods",
-            "MCP requests by protocol era (handshake or 2026-07-28), method and outcome (ok or the JSON-RPC error code)",
+            "MCP requests by protocol era (handshake or 2026-07-28), method and outcome (ok or the error kind)",
             ["era", "method", "outcome"],
             registry=self.registry,
         )

@@ -113,6 +113,7 @@ def test_without_redis_one_gateway_serves_sse_caps_streams_keeps_alive_and_expir
         assert kind == "endpoint" and endpoint.startswith("/messages?sessionId=")
 
         with httpx.Client(base_url=lone_gateway, timeout=30) as other:
+            assert "mcp_classifier_sse_streams 1.0" in other.get("/metrics").text
             refused = other.get("/sse")
             assert refused.status_code == 503 and refused.headers["retry-after"] and "sse_max_streams" in refused.json()["error"]
             accepted = other.post(

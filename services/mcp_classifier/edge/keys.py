@@ -85,6 +85,14 @@ class ApiKeys:
         return ok
 
 
+def bearer_token(authorization: str | None) -> str | None:
+    """The key of an ``Authorization: Bearer <key>`` value (HTTP header or gRPC metadata), else None."""
+    if authorization is None:
+        return None
+    scheme, _, credentials = authorization.strip().partition(" ")
+    return credentials.strip() if scheme.lower() == "bearer" and credentials.strip() else None
+
+
 def key_fingerprint(token: str) -> str:
     """A stable, non-reversible id for a key (rate-limit buckets); never the key itself."""
     return hashlib.sha256(b"mcp-classifier-rate-limit\0" + token.encode("utf-8")).hexdigest()[:24]

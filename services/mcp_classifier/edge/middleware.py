@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from ..telemetry import GatewayMetrics
-from .keys import ApiKeys, key_fingerprint
+from .keys import ApiKeys, bearer_token, key_fingerprint
 from .origins import Allowlist
 from .ratelimit import RateLimiter
 
@@ -70,11 +70,7 @@ class EdgeGuard:
             return 403, f"Origin {origin!r} is not allowed (allowed_origins)", {"kind": "forbidden_origin"}
         identity = None
         if self.keys.enabled:
-            token = None
-            if authorization is not None:
-                scheme, _, credentials = authorization.strip().partition(" ")
-                if scheme.lower() == "bearer" and credentials.strip():
-                    token = credentials.strip()
+            token = bearer_token(authorization)
             if token is None:
                 return 401, "missing bearer token: send Authorization: Bearer <key>", {"kind": "unauthorized", "WWW-Authenticate": REALM}
             if not self.keys.verify(token):

@@ -88,36 +88,26 @@ def trace_id_now(traceparent: str | None = None) -> str:
     span_context = trace.get_current_span().get_span_context()
     if span_context.is_valid:
         return format(span_context.trace_id, "032x")
-    parsed = _trace_id_of(traceparent)
-    return parsed if parsed is not None else secrets.token_hex(16)
-
-
-def context_from_meta(meta: Any) -> otel_context.Context | None:
-    """The caller's trace context from ``_meta.traceparent`` (and ``tracestate``), or None when absent or malformed."""
-    if not isinstance(meta, dict) or not isinstance(meta.get(TRACEPARENT), str):
-        return None
-    carrier = {k: v for k, v in meta.items() if k in (TRACEPARENT, "tracestate") and isinstance(v, str)}
-    extracted = _propagator.extract(carrier)
-    if not trace.get_current_span(extracted).get_span_context().is_valid:
-        return None
-    return extracted
+    caller = _caller({TRACEPARENT: traceparent}) if traceparent else None
+    return caller[1] if caller is not None else secrets.token_hex(16)
 
 
 def adopt_meta_trace(meta: Any) -> otel_context.Context | None:
-    """A ``_meta.traceparent`` continues the caller's trace: the record's trace id becomes the caller's."""
-    extracted = context_from_meta(meta)
-    if extracted is not None:
-        record = _current.get()
-        if record is not None:
-            record.trace_id = format(trace.get_current_span(extracted).get_span_context().trace_id, "032x")
-    return extracted
-
-
-def _trace_id_of(traceparent: str | None) -> str | None:
-    if not traceparent:
+    """A ``_meta.traceparent`` continues the caller's trace: its context (for the span), and the record's trace id becomes it."""
+    if not isinstance(meta, dict) or not isinstance(meta.get(TRACEPARENT), str):
         return None
-    span_context = trace.get_current_span(_propagator.extract({TRACEPARENT: traceparent})).get_span_context()
-    return format(span_context.trace_id, "032x") if span_context.is_valid else None
+    caller = _caller({key: meta[key] for key in (TRACEPARENT, "tracestate") if isinstance(meta.get(key), str)})
+    if caller is None:
+        return None
+    note(trace_id=caller[1])
+    return caller[0]
+
+
+def _caller(carrier: dict[str, str]) -> tuple[otel_context.Context, str] | None:
+    """The W3C trace context in ``carrier`` and its trace id, or None when it is malformed."""
+    extracted = _propagator.extract(carrier)
+    span_context = trace.get_current_span(extracted).get_span_context()
+    return (extracted, format(span_context.trace_id, "032x")) if span_context.is_valid else None
 
 
 def note(**fields: Any) -> None:

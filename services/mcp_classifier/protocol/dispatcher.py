@@ -12,7 +12,7 @@ from opentelemetry import trace
 from .. import SERVER_NAME, __version__
 from ..backend.base import BackendError
 from . import correlation
-from .errors import ErrorKind, kind_of, new_event_id, record_error
+from .errors import ErrorKind, record_tool_failure, settle
 from .jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -36,7 +36,7 @@ from .stateless import (
     finish_result,
     method_not_found,
 )
-from .tools import ToolRegistry, UnknownTool
+from .tools import ToolRegistry, UnknownTool, error_message
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("mcp_classifier.protocol")
@@ -154,29 +154,18 @@ class McpDispatcher:
         return self._answer_result(request.id, result, STATELESS_VERSION, request.method)
 
     def answer_error(self, request_id: Any, exc: JsonRpcError, era: str | None, method: str | None) -> dict[str, Any]:
-        """An error answer: counted, logged under a new event id, carrying that id and the trace id (error.data)."""
-        record_error(exc, method)
-        kind = kind_of(exc)
-        record = correlation.current()
-        if record is not None:
-            exc.trace_id = record.trace_id
-            correlation.note(outcome=kind.value, event_id=exc.event_id)
+        """An error answer carrying its event id and the trace id (error.data), counted by kind."""
+        kind = settle(exc, method)
         if era is not None and method is not None:
             self._observe(era, method, kind.value)
         return error_response(request_id, exc)
 
     def _answer_result(self, request_id: Any, result: dict[str, Any], era: str, method: str) -> dict[str, Any]:
-        outcome = "ok"
-        if method == "tools/call" and result.get("isError") is True:
-            outcome = ErrorKind.TOOL_EXECUTION_FAILED.value
-            event_id = new_event_id()
-            log_tool_failure(result, event_id)
-            result = with_meta(result, META_EVENT_ID, event_id)
-            correlation.note(outcome=outcome, event_id=event_id)
         record = correlation.current()
         if record is not None and result:  # empty results (ping, logging/setLevel) stay {}: clients check for exactly that
             result = with_meta(result, correlation.META_TRACE_ID, record.trace_id)
-        self._observe(era, method, outcome)
+        failed = method == "tools/call" and result.get("isError") is True
+        self._observe(era, method, ErrorKind.TOOL_EXECUTION_FAILED.value if failed else "ok")
         return result_response(request_id, result)
 
     async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -260,9 +249,12 @@ class McpDispatcher:
         if not isinstance(arguments, dict):
             raise JsonRpcError(INVALID_PARAMS, 'Invalid params: "arguments" must be an object')
         try:
-            return await self.tools.call(name, arguments)
+            result = await self.tools.call(name, arguments)
         except UnknownTool:
             raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}; available: {', '.join(self.tools.names)}") from None
+        if result.get("isError") is True:  # every door (JSON-RPC, REST, gRPC) gets the failure's event id from here
+            result = with_meta(result, META_EVENT_ID, record_tool_failure(name, error_message(result)))
+        return result
 
     async def _set_level(self, params: dict[str, Any]) -> dict[str, Any]:
         level = params.get("level")
@@ -284,12 +276,6 @@ META_EVENT_ID = "dev.mcp-classifier/eventId"  # result._meta key of a failed too
 def with_meta(result: dict[str, Any], key: str, value: str) -> dict[str, Any]:
     """A copy of ``result`` with ``_meta[key]`` set (results may be shared, e.g. cached lists)."""
     return {**result, "_meta": {**(result.get("_meta") or {}), key: value}}
-
-
-def log_tool_failure(result: dict[str, Any], event_id: str) -> None:
-    content = result.get("content") or [{}]
-    text = content[0].get("text", "") if isinstance(content[0], dict) else ""
-    log.info("tool_execution_failed: %s", text[:300], extra={"event_id": event_id, "error_kind": "tool_execution_failed"})
 
 
 def _decode(body: bytes) -> Any:

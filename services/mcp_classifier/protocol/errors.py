@@ -14,6 +14,7 @@ import uuid
 from dataclasses import dataclass
 from enum import StrEnum
 
+from . import correlation
 from .jsonrpc import (
     HEADER_MISMATCH,
     INTERNAL_ERROR,
@@ -116,3 +117,28 @@ def record_error(error: JsonRpcError, method: str | None) -> JsonRpcError:
             extra={"event_id": error.event_id, "error_kind": kind.value, "code": error.code, "method": method},
         )
     return error
+
+
+def settle(error: JsonRpcError, method: str | None) -> ErrorKind:
+    """What every door does with an error it answers: its event id (logged), the request's trace id, the log line's outcome."""
+    record_error(error, method)
+    kind = kind_of(error)
+    record = correlation.current()
+    if record is not None:
+        error.trace_id = record.trace_id
+        correlation.note(outcome=kind.value, event_id=error.event_id)
+    return kind
+
+
+def record_tool_failure(tool: str, message: str) -> str:
+    """A tools/call answered with isError: log it under a new event id (returned) and mark the request's outcome."""
+    event_id = new_event_id()
+    log.info(
+        "%s in %s: %s",
+        ErrorKind.TOOL_EXECUTION_FAILED.value,
+        tool,
+        message[:300],
+        extra={"event_id": event_id, "error_kind": ErrorKind.TOOL_EXECUTION_FAILED.value, "method": "tools/call", "tool": tool},
+    )
+    correlation.note(outcome=ErrorKind.TOOL_EXECUTION_FAILED.value, event_id=event_id)
+    return event_id

@@ -55,6 +55,14 @@ def tool_result(payload: dict[str, Any], *, is_error: bool = False) -> dict[str,
     return result
 
 
+def error_message(result: dict[str, Any]) -> str:
+    """The ``error`` text of an isError result built by ``tool_result``."""
+    try:
+        return str(orjson.loads(result["content"][0]["text"]).get("error", "tool failed"))
+    except (KeyError, IndexError, TypeError, AttributeError, orjson.JSONDecodeError):
+        return "tool failed"
+
+
 class ToolRegistry:
     """Open to more tools (classify_batch, select_tools): registering one is all it takes."""
 

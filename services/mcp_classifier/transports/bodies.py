@@ -8,6 +8,9 @@ import orjson
 from fastapi import Request
 from fastapi.responses import Response
 
+from ..protocol.errors import ErrorKind
+from ..protocol.jsonrpc import INVALID_REQUEST, PARSE_ERROR, JsonRpcError
+
 
 class BodyTooLarge(Exception):
     pass
@@ -30,3 +33,21 @@ async def read_body(request: Request, limit: int) -> bytes:
             raise BodyTooLarge
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def body_too_large(limit: int) -> JsonRpcError:
+    return JsonRpcError(INVALID_REQUEST, f"request body exceeds {limit} bytes", kind=ErrorKind.BODY_TOO_LARGE)
+
+
+async def read_json(request: Request, limit: int) -> Any:
+    """The body as JSON ({} when empty); a body over ``limit`` or not JSON raises the protocol error for it."""
+    try:
+        raw = await read_body(request, limit)
+    except BodyTooLarge:
+        raise body_too_large(limit) from None
+    if not raw.strip():
+        return {}
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise JsonRpcError(PARSE_ERROR, f"request body is not valid JSON: {exc}") from None

@@ -9,25 +9,22 @@ reflection are open, like /health.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn
 
 import grpc
-import orjson
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 
 from ..api.v1 import classifier_pb2 as pb
 from ..api.v1 import gateway_pb2 as gpb
 from ..api.v1 import gateway_pb2_grpc as gpb_grpc
-from ..edge.keys import ApiKeys
+from ..edge.keys import ApiKeys, bearer_token
 from ..protocol import correlation
-from ..protocol.dispatcher import McpDispatcher
-from ..protocol.errors import ERROR_TABLE, ErrorKind, kind_of, new_event_id, record_error
+from ..protocol.dispatcher import META_EVENT_ID, McpDispatcher
+from ..protocol.errors import ERROR_TABLE, ErrorKind, settle
 from ..protocol.jsonrpc import JsonRpcError
-
-log = logging.getLogger(__name__)
+from ..protocol.tools import error_message
 
 SERVICE_NAME = gpb.DESCRIPTOR.services_by_name["ClassifierGateway"].full_name
 OPEN_SERVICES = ("/grpc.health.v1.Health/", "/grpc.reflection.v1alpha.ServerReflection/", "/grpc.reflection.v1.ServerReflection/")
@@ -76,20 +73,12 @@ class GatewayServicer(gpb_grpc.ClassifierGatewayServicer):
             try:
                 result = await self.dispatcher.call("tools/call", {"name": name, "arguments": arguments})
             except JsonRpcError as exc:
-                record_error(exc, name)
-                kind = kind_of(exc)
-                correlation.note(outcome=kind.value, event_id=exc.event_id)
+                kind = settle(exc, name)
                 await _abort(context, ERROR_TABLE[kind].grpc_status, exc.message, exc.event_id or "")
-            payload = result.get("structuredContent")
-            if result.get("isError") or payload is None:
-                event_id = new_event_id()
-                message = _error_text(result)
-                log.info(
-                    "tool_execution_failed in %s: %s", name, message, extra={"event_id": event_id, "error_kind": "tool_execution_failed"}
-                )
-                correlation.note(outcome=ErrorKind.TOOL_EXECUTION_FAILED.value, event_id=event_id)
-                await _abort(context, ERROR_TABLE[ErrorKind.TOOL_EXECUTION_FAILED].grpc_status, message, event_id)
-            return payload, record.trace_id
+            if result.get("isError") is True:  # the dispatcher logged it under this event id
+                event_id = result["_meta"][META_EVENT_ID]
+                await _abort(context, ERROR_TABLE[ErrorKind.TOOL_EXECUTION_FAILED].grpc_status, error_message(result), event_id)
+            return result["structuredContent"], record.trace_id
         finally:
             correlation.finish(record)
 
@@ -98,13 +87,6 @@ async def _abort(context: grpc.aio.ServicerContext, status: str, message: str, e
     context.set_trailing_metadata(((EVENT_ID_METADATA, event_id),))
     await context.abort(grpc.StatusCode[status], message)
     raise AssertionError("unreachable: abort raises")
-
-
-def _error_text(result: dict[str, Any]) -> str:
-    try:
-        return str(orjson.loads(result["content"][0]["text"]).get("error", "tool failed"))
-    except (KeyError, IndexError, TypeError, orjson.JSONDecodeError):
-        return "tool failed"
 
 
 def _classification(payload: dict[str, Any]) -> pb.Classification:
@@ -134,8 +116,8 @@ class BearerKeyInterceptor(grpc.aio.ServerInterceptor):
         if not self.keys.enabled or method.startswith(OPEN_SERVICES):
             return await continuation(handler_call_details)
         authorization = next((str(v) for k, v in handler_call_details.invocation_metadata or () if k == "authorization"), "")
-        scheme, _, token = authorization.strip().partition(" ")
-        if scheme.lower() == "bearer" and token.strip() and self.keys.verify(token.strip()):
+        token = bearer_token(authorization)
+        if token is not None and self.keys.verify(token):
             return await continuation(handler_call_details)
         reason = "invalid bearer token" if authorization else "missing bearer token: send metadata authorization: Bearer <key>"
 

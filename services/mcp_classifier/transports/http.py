@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-import orjson
 from fastapi import FastAPI, Request
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response
@@ -20,15 +19,15 @@ from ..backend.base import ClassificationBackend
 from ..edge import EdgeGuard, EdgeMiddleware
 from ..protocol import correlation, stateless
 from ..protocol.dispatcher import McpDispatcher
-from ..protocol.errors import ErrorKind, kind_of, record_error, rule_of
-from ..protocol.jsonrpc import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, JsonRpcError
+from ..protocol.errors import ErrorKind, rule_of, settle
+from ..protocol.jsonrpc import INVALID_PARAMS, INVALID_REQUEST, JsonRpcError
 from ..protocol.stateless import RoutingHeaders, is_stateless_request
 from ..protocol.tool_filter import ToolFilter, filter_arguments
 from ..protocol.tools import ToolError
 from ..settings import Settings
 from ..telemetry import GatewayMetrics
 from . import openapi
-from .bodies import BodyTooLarge, json_response, read_body
+from .bodies import BodyTooLarge, body_too_large, json_response, read_body, read_json
 from .correlated import CorrelationMiddleware
 from .sse import SseSessions, add_sse_routes, local_sessions
 from .websocket import add_websocket_route
@@ -158,8 +157,7 @@ def create_app(
             body = await read_body(request, max_body_bytes)
         except BodyTooLarge:
             metrics.errors.labels(ErrorKind.BODY_TOO_LARGE.value).inc()
-            too_large = JsonRpcError(INVALID_REQUEST, f"request body exceeds {max_body_bytes} bytes", kind=ErrorKind.BODY_TOO_LARGE)
-            response = json_response(dispatcher.answer_error(None, too_large, None, None), status=413)
+            response = json_response(dispatcher.answer_error(None, body_too_large(max_body_bytes), None, None), status=413)
         else:
             response = await _jsonrpc_answer(request, body)
         metrics.observe("/mcp", response.status_code, time.perf_counter() - started)
@@ -195,19 +193,9 @@ def create_app(
             return json_response({"error": f"unknown method {method!r}; REST style serves {sorted(REST_METHODS)}"}, status=404)
         correlation.note(era="rest", method=method)
         try:
-            try:
-                raw = await read_body(request, max_body_bytes)
-            except BodyTooLarge:
-                raise JsonRpcError(INVALID_REQUEST, f"request body exceeds {max_body_bytes} bytes", kind=ErrorKind.BODY_TOO_LARGE) from None
-            try:
-                body = orjson.loads(raw) if raw.strip() else {}
-            except orjson.JSONDecodeError as exc:
-                raise JsonRpcError(PARSE_ERROR, f"request body is not valid JSON: {exc}") from None
-            result = await dispatcher.call(method, rest_params(body))
+            result = await dispatcher.call(method, rest_params(await read_json(request, max_body_bytes)))
         except JsonRpcError as exc:
             return rest_error(exc, method, metrics)
-        if method == "tools/call" and result.get("isError") is True:
-            correlation.note(outcome=ErrorKind.TOOL_EXECUTION_FAILED.value)
         return json_response(result)
 
     if tool_filter is not None:
@@ -263,12 +251,8 @@ def create_app(
 
 def rest_error(exc: JsonRpcError, method: str, metrics: GatewayMetrics) -> Response:
     """The REST shape of an error: {"error", "data"} with the table's HTTP status; data carries the event and trace ids."""
-    record_error(exc, method)
-    kind = kind_of(exc)
+    kind = settle(exc, method)
     metrics.errors.labels(kind.value).inc()
-    correlation.note(outcome=kind.value, event_id=exc.event_id)
-    record = correlation.current()
-    exc.trace_id = record.trace_id if record is not None else None
     payload: dict[str, Any] = {"error": exc.message}
     error_data = exc.to_error().get("data")
     if error_data is not None:
@@ -289,12 +273,7 @@ def _add_tool_filter_route(app: FastAPI, tool_filter: ToolFilter, max_body_bytes
     async def _filter(request: Request) -> Response:
         correlation.note(era="rest", method="tools/filter")
         try:
-            try:
-                body = orjson.loads(await read_body(request, max_body_bytes) or b"{}")
-            except BodyTooLarge:
-                raise JsonRpcError(INVALID_REQUEST, f"request body exceeds {max_body_bytes} bytes", kind=ErrorKind.BODY_TOO_LARGE) from None
-            except orjson.JSONDecodeError as exc:
-                raise JsonRpcError(PARSE_ERROR, f"request body is not valid JSON: {exc}") from None
+            body = await read_json(request, max_body_bytes)
             if not isinstance(body, dict) or not isinstance(body.get("tools"), list):
                 raise JsonRpcError(INVALID_PARAMS, "the body must be an object with a `tools` list (and `query` or `messages`)")
             tools = body["tools"]

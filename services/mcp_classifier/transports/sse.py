@@ -58,9 +58,9 @@ class SseSessions:
     def __init__(self, bus: SessionBus, limits: SseLimits, metrics: GatewayMetrics) -> None:
         self.bus = bus
         self.limits = limits
-        self.metrics = metrics
         self.owner = uuid.uuid4().hex[:12]  # this replica, written into the session keys (debugging aid)
         self.queues: dict[str, asyncio.Queue[bytes]] = {}
+        metrics.sse_streams.set_function(lambda: len(self.queues))  # read at scrape time: no count to keep in step
         self.draining = False
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -101,7 +101,6 @@ class SseSessions:
         queue: asyncio.Queue[bytes] = asyncio.Queue()
         self._loop = asyncio.get_running_loop()
         self.queues[session_id] = queue
-        self.metrics.sse_streams.inc()
         await self.bus.claim(session_id, self.owner)
         relay = asyncio.create_task(self._relay(session_id, queue), name=f"sse-relay-{session_id}")
         try:
@@ -127,7 +126,6 @@ class SseSessions:
             with contextlib.suppress(asyncio.CancelledError):
                 await relay
             self.queues.pop(session_id, None)
-            self.metrics.sse_streams.dec()
             await self.bus.release(session_id)
 
     async def _relay(self, session_id: str, queue: asyncio.Queue[bytes]) -> None:
