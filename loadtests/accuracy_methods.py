@@ -24,7 +24,9 @@ from pathlib import Path
 import numpy as np
 
 from mcp_classifier.core.categories import load_categories
-from mcp_classifier.core.scorers import SCORING_METHODS, fit_scorer, stratified_folds
+from mcp_classifier.core.fusion import LexicalMode, fit_category_scorer
+from mcp_classifier.core.index import category_texts
+from mcp_classifier.core.scorers import SCORING_METHODS, ScoringMethod, stratified_folds
 from mcp_classifier.evaluation.metrics import expected_calibration_error
 from mcp_classifier.settings import Settings
 from mcp_classifier.wiring import build_classifier
@@ -40,15 +42,26 @@ def load_set(folder: Path) -> tuple[Path | None, list[dict[str, str]]]:
 
 
 def k_fold_predictions(
-    method: str, vectors: np.ndarray, labels: np.ndarray, descriptions: np.ndarray, n: int, folds: int
+    method: ScoringMethod,
+    lexical: LexicalMode,
+    vectors: np.ndarray,
+    texts: list[str],
+    labels: np.ndarray,
+    descriptions: np.ndarray,
+    words_of: list[str],
+    folds: int,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Every example predicted by the method fitted on the other folds (stratified, fixed shuffle)."""
-    probabilities = np.zeros((len(labels), n))
+    probabilities = np.zeros((len(labels), len(words_of)))
     for test in stratified_folds(labels, folds):
         train = np.setdiff1d(np.arange(len(labels)), test)
-        fitted = fit_scorer(method, vectors[train], labels[train], descriptions, n)  # type: ignore[arg-type]
-        probabilities[test] = fitted.probabilities(vectors[test])
+        fitted = fit_category_scorer(method, vectors[train], [texts[i] for i in train], labels[train], descriptions, words_of, lexical)
+        probabilities[test] = fitted.probabilities(vectors[test], [texts[i] for i in test])
     return probabilities.argmax(axis=1), probabilities.max(axis=1)
+
+
+def variant_name(method: str, lexical: str) -> str:
+    return method if lexical == "off" else f"{method}+words"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,9 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="builtin:minilm")
     parser.add_argument("--folds", type=int, default=4)
     parser.add_argument("--methods", default=",".join(SCORING_METHODS))
+    parser.add_argument("--lexical", default="off,auto", help="lexical_scoring values to run each method with [default: %(default)s]")
     parser.add_argument("--json", type=Path, help="also write every figure here")
     args = parser.parse_args(argv)
-    methods = args.methods.split(",")
+    variants = [(m, lx) for lx in args.lexical.split(",") for m in args.methods.split(",")]
     classifier = build_classifier(Settings(model=args.model))
     encoder = classifier.encoder
     rows = []
@@ -68,7 +82,9 @@ def main(argv: list[str] | None = None) -> int:
         config = load_categories(categories_file)
         names = config.names
         examples = [(e, i) for i, c in enumerate(config.categories) for e in c.examples]
-        vectors = encoder.encode_documents([e for e, _ in examples])
+        texts = [e for e, _ in examples]
+        words_of = category_texts(config)
+        vectors = encoder.encode_documents(texts)
         labels = np.array([i for _, i in examples])
         descriptions = encoder.encode_documents([c.description or c.name for c in config.categories])
         query_vectors = encoder.encode_queries([q["text"] for q in queries])
@@ -76,32 +92,35 @@ def main(argv: list[str] | None = None) -> int:
         styles = [q.get("style", "") for q in queries]
         hard = np.array([s in HARD_STYLES for s in styles])
         print(f"{folder.name}: {len(names)} categories, {len(examples)} examples, {len(queries)} queries", file=sys.stderr)
-        for method in methods:
+        for method, lexical in variants:
             started = time.perf_counter()
-            fitted = fit_scorer(method, vectors, labels, descriptions, len(names))  # type: ignore[arg-type]
+            fitted = fit_category_scorer(method, vectors, texts, labels, descriptions, words_of, lexical)  # type: ignore[arg-type]
             fit_ms = (time.perf_counter() - started) * 1000
-            probabilities = fitted.probabilities(query_vectors)
+            probabilities = fitted.probabilities(query_vectors, [q["text"] for q in queries])
             predicted, confidence = probabilities.argmax(axis=1), probabilities.max(axis=1)
             correct = predicted == truth
             ece, _ = expected_calibration_error(confidence, correct)
-            fold_pred, fold_conf = k_fold_predictions(method, vectors, labels, descriptions, len(names), args.folds)
+            fold_pred, fold_conf = k_fold_predictions(method, lexical, vectors, texts, labels, descriptions, words_of, args.folds)  # type: ignore[arg-type]
             fold_ece, _ = expected_calibration_error(fold_conf, fold_pred == labels)
             per_style: dict[str, list[bool]] = defaultdict(list)
             for style, ok in zip(styles, correct):
                 per_style[style].append(bool(ok))
             rows.append({
-                "set": folder.name, "method": method, "queries": len(queries), "accuracy": float(correct.mean()),
+                "set": folder.name, "method": variant_name(method, lexical), "picked": fitted.method, "queries": len(queries), "accuracy": float(correct.mean()),
                 "hard_accuracy": float(correct[hard].mean()) if hard.any() else None, "ece": ece,
                 "kfold_accuracy": float((fold_pred == labels).mean()), "kfold_ece": fold_ece, "fit_ms": fit_ms,
                 "per_style": {s: float(np.mean(v)) for s, v in sorted(per_style.items())},
             })  # fmt: skip
-            print(f"  {method}: {rows[-1]['accuracy']:.3f} (k-fold {rows[-1]['kfold_accuracy']:.3f})", file=sys.stderr)
-    print("| set | method | held-out accuracy | hard styles | ECE | k-fold accuracy | k-fold ECE | fit ms |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+            print(
+                f"  {rows[-1]['method']} ({fitted.method}): {rows[-1]['accuracy']:.3f} (k-fold {rows[-1]['kfold_accuracy']:.3f})",
+                file=sys.stderr,
+            )
+    print("| set | method | picked | held-out accuracy | hard styles | ECE | k-fold accuracy | k-fold ECE | fit ms |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         hard_text = "—" if r["hard_accuracy"] is None else f"{r['hard_accuracy']:.3f}"
         print(
-            f"| {r['set']} | {r['method']} | {r['accuracy']:.3f} | {hard_text} | {r['ece']:.3f} | {r['kfold_accuracy']:.3f} "
+            f"| {r['set']} | {r['method']} | {r['picked']} | {r['accuracy']:.3f} | {hard_text} | {r['ece']:.3f} | {r['kfold_accuracy']:.3f} "
             f"| {r['kfold_ece']:.3f} | {r['fit_ms']:.0f} |"
         )
     print("\nper style (held-out accuracy):")

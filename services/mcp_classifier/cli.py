@@ -231,7 +231,11 @@ def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
         if unknown:
             raise CliError(f"doctor: {args.queries} has categories the file does not define: {unknown}")
     source = str(settings.categories_file or "the packaged default categories")
-    print(f"doctor: {source}: {len(config.categories)} categories, scoring method {settings.scoring_method}", file=sys.stderr)
+    print(
+        f"doctor: {source}: {len(config.categories)} categories, scoring method {settings.scoring_method}, "
+        f"lexical scoring {settings.lexical_scoring}",
+        file=sys.stderr,
+    )
     encoder = build_classifier(settings).encoder
     example_vectors = encoder.encode_documents([e for c in config.categories for e in c.examples])
     description_vectors = encoder.encode_documents([c.description or c.name for c in config.categories])
@@ -244,6 +248,7 @@ def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
         query_vectors,
         [q.category for q in queries] if queries else None,
         [q.text for q in queries] if queries else None,
+        settings.lexical_scoring,
     )
     print(render(diagnosis))
     if args.out is not None:

@@ -55,6 +55,12 @@ class Settings(BaseSettings):
         "centroids), linear (a logistic-regression head fitted on the examples at load), ensemble (linear + prototype); "
         "auto keeps whichever of the first three has the lowest out-of-fold log loss on the examples.",
     )
+    lexical_scoring: Literal["auto", "off"] = Field(
+        "auto",
+        description="Word matches beside the embeddings: BM25 over each category's name, description and examples, added "
+        "to the scores with a weight chosen by out-of-fold log loss on the examples (0 where words do not help); off: "
+        "embeddings alone.",
+    )
 
     # --- batching --------------------------------------------------------------------------
     batch_size: int = Field(32, ge=1, le=4096, description="Most texts in one model forward.")

@@ -292,6 +292,7 @@ tests/test_helm_chart.py renders this and compares it with `mcp-classifier serve
 {{- if ne (int $e.torchThreads) 0 }}{{ $_ := set $settings "torch_threads" (int $e.torchThreads) }}{{ end -}}
 {{- if ne (float64 $e.forwardOverheadTokens) 0.0 }}{{ $_ := set $settings "forward_overhead_tokens" $e.forwardOverheadTokens }}{{ end -}}
 {{- if ne $e.scoringMethod "auto" }}{{ $_ := set $settings "scoring_method" $e.scoringMethod }}{{ end -}}
+{{- if ne $e.lexicalScoring "auto" }}{{ $_ := set $settings "lexical_scoring" $e.lexicalScoring }}{{ end -}}
 {{- if ne (int $e.batchSize) 32 }}{{ $_ := set $settings "batch_size" (int $e.batchSize) }}{{ end -}}
 {{- if include "mcp-classifier.categories.enabled" . }}{{ $_ := set $settings "categories_file" (include "mcp-classifier.categoriesFile" .) }}{{ end -}}
 {{- $deployment := dict

@@ -41,7 +41,7 @@ def build_classifier(settings: Settings) -> Classifier:
         batch_size=settings.batch_size,
         forward_overhead_tokens=settings.forward_overhead_tokens,
     )
-    return Classifier(encoder, config, settings.scoring_method)
+    return Classifier(encoder, config, settings.scoring_method, settings.lexical_scoring)
 
 
 def model_calls_in_flight(settings: Settings) -> int:

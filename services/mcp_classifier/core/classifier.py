@@ -10,6 +10,7 @@ import numpy as np
 
 from .categories import CategoryConfig, CategoryFileError, load_categories
 from .encoder import TextEncoder
+from .fusion import LexicalMode
 from .index import CategoryIndex
 from .results import ClassificationResult, ClassifierInfo
 from .routing import RoutingPolicy
@@ -22,14 +23,17 @@ log = logging.getLogger(__name__)
 class Classifier:
     """Synchronous and CPU/GPU-bound: callers run it off the event loop (worker thread or replica)."""
 
-    def __init__(self, encoder: TextEncoder, config: CategoryConfig, scoring_method: ScoringMethod = "auto") -> None:
+    def __init__(
+        self, encoder: TextEncoder, config: CategoryConfig, scoring_method: ScoringMethod = "auto", lexical: LexicalMode = "auto"
+    ) -> None:
         self.encoder = encoder
         self.scoring_method: ScoringMethod = scoring_method
+        self.lexical: LexicalMode = lexical
         self.reload_error: str | None = None
         self._install(config)
 
     def _install(self, config: CategoryConfig) -> None:
-        index = CategoryIndex.build(config, encoder=self.encoder, method=self.scoring_method)
+        index = CategoryIndex.build(config, encoder=self.encoder, method=self.scoring_method, lexical=self.lexical)
         # The versions hash the whole file: worked out once here, not on every info read (each Classify RPC).
         versions = (config.category_set_version, config.policy_version)
         # One assignment swaps everything together, so a concurrent batch sees old or new, never a mix.
@@ -97,7 +101,7 @@ class Classifier:
         config, index, policy, _ = self._state
         if not texts:
             return []
-        probs = index.probabilities(self.encoder.encode_queries(texts))
+        probs = index.probabilities(self.encoder.encode_queries(texts), list(texts))
         entropies = entropy_nats(probs)
         results = []
         for text, row, ent in zip(texts, probs, entropies):

@@ -23,6 +23,7 @@ REPLICA_SETTINGS = (
     "batch_size",
     "categories_file",
     "scoring_method",
+    "lexical_scoring",
 )
 
 

@@ -22,7 +22,9 @@ from typing import Any
 import numpy as np
 
 from ..core.categories import CategoryConfig
-from ..core.scorers import ScoringMethod, centroids, fit_scorer, stratified_folds
+from ..core.fusion import LexicalMode, fit_category_scorer
+from ..core.index import category_texts
+from ..core.scorers import ScoringMethod, centroids, stratified_folds
 from .metrics import expected_calibration_error
 
 MIN_FOLDS, MAX_FOLDS = 2, 5
@@ -82,11 +84,14 @@ def diagnose(
     query_vectors: np.ndarray | None = None,
     query_labels: list[str] | None = None,
     query_texts: list[str] | None = None,
+    lexical: LexicalMode = "auto",
 ) -> Diagnosis:
     """Vectors are unit-length embeddings of every example (in file order) and of each description."""
     names = config.names
     examples = [(text, i) for i, category in enumerate(config.categories) for text in category.examples]
     labels = np.array([i for _, i in examples], dtype=np.int64)
+    texts = [text for text, _ in examples]
+    words_of = category_texts(config)
     n = len(names)
     counts = np.bincount(labels, minlength=n)
     folds = int(np.clip(counts[counts > 0].min() if (counts > 0).any() else MIN_FOLDS, MIN_FOLDS, MAX_FOLDS))
@@ -94,8 +99,10 @@ def diagnose(
     for test in stratified_folds(labels, folds):
         if len(test):
             train = np.setdiff1d(np.arange(len(labels)), test)
-            fitted = fit_scorer(method, example_vectors[train], labels[train], description_vectors, n)
-            probabilities[test] = fitted.probabilities(example_vectors[test])
+            fitted = fit_category_scorer(
+                method, example_vectors[train], [texts[i] for i in train], labels[train], description_vectors, words_of, lexical
+            )
+            probabilities[test] = fitted.probabilities(example_vectors[test], [texts[i] for i in test])
     predicted, confidence = probabilities.argmax(axis=1), probabilities.max(axis=1)
     correct = predicted == labels
     ece, _ = expected_calibration_error(confidence, correct)
@@ -125,10 +132,10 @@ def diagnose(
             )
         )
     health.sort(key=lambda h: (h.recall, h.examples))
-    fitted = fit_scorer(method, example_vectors, labels, description_vectors, n)
+    fitted = fit_category_scorer(method, example_vectors, texts, labels, description_vectors, words_of, lexical)
     diagnosis = Diagnosis(method, folds, n, len(labels), float(correct.mean()), ece, pairs[:PAIRS_LISTED], misvotes, health, fitted.method)
-    if query_vectors is not None and query_labels is not None:
-        query_probabilities = fitted.probabilities(query_vectors)
+    if query_vectors is not None and query_labels is not None and query_texts is not None:
+        query_probabilities = fitted.probabilities(query_vectors, query_texts)
         truth = np.array([names.index(label) for label in query_labels])
         query_correct = query_probabilities.argmax(axis=1) == truth
         query_ece, _ = expected_calibration_error(query_probabilities.max(axis=1), query_correct)
@@ -138,7 +145,7 @@ def diagnose(
             "ece": query_ece,
             "errors": [
                 {"text": text, "expected": query_labels[i], "predicted": names[int(query_probabilities[i].argmax())]}
-                for i, text in enumerate(query_texts or [])
+                for i, text in enumerate(query_texts)
                 if not query_correct[i]
             ][:MISVOTES_LISTED],
         }

@@ -9,7 +9,6 @@ per-query z-scores; `embedding` is the pure cosine order.
 
 from __future__ import annotations
 
-import re
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -17,11 +16,11 @@ from typing import Any, Literal
 import numpy as np
 from rank_bm25 import BM25Okapi
 
+from ..core.lexical import bm25_index, words, zscores
 from .tools import ToolError
 
 ToolRanking = Literal["hybrid", "embedding"]
 PARAMETERS_LISTED = 20  # parameter names and descriptions kept per tool: enough to say what it does
-_SPREAD_FLOOR = 1e-9  # a query whose scores are all equal has no order to add: its z-scores are 0
 
 
 def tool_fields(tool: Any) -> dict[str, Any]:
@@ -72,17 +71,6 @@ def tool_text(tool: dict[str, Any], max_chars: int) -> str:
     return tool_texts(tool, max_chars)[1]
 
 
-def words(text: str) -> list[str]:
-    return re.findall(r"[a-z0-9]+", text.lower())
-
-
-def zscores(scores: np.ndarray) -> np.ndarray:
-    """Per row: how far each tool stands above the others for this query, in the row's own spread."""
-    scores = np.atleast_2d(np.asarray(scores, dtype=np.float64))
-    spread = scores.std(axis=1, keepdims=True)
-    return (scores - scores.mean(axis=1, keepdims=True)) / np.maximum(spread, _SPREAD_FLOOR)
-
-
 def fuse(cosines: np.ndarray, lexical: np.ndarray, lexical_weight: float) -> np.ndarray:
     """The hybrid order's key: (1 - w)·z(cosine) + w·z(BM25), row by row."""
     return (1.0 - lexical_weight) * zscores(cosines) + lexical_weight * zscores(lexical)
@@ -104,7 +92,7 @@ class LexicalIndexes:
         key = tuple(texts)
         index = self._indexes.get(key)
         if index is None:
-            index = BM25Okapi([words(text) or [""] for text in texts])  # rank-bm25 divides by zero on an empty document
+            index = bm25_index([words(text) for text in texts])
             if self.capacity:
                 self._indexes[key] = index
                 while len(self._indexes) > self.capacity:
