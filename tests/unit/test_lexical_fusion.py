@@ -1,4 +1,4 @@
-"""Word matches beside the embeddings: BM25 per category, its leave-one-out scores, and the weight chosen from them.
+"""Word matches beside the embeddings: BM25 per category, its out-of-fold scores, and the weight chosen from them.
 
 Synthetic vectors stand in for the encoder so each test controls which side carries the signal.
 """
@@ -41,11 +41,11 @@ def test_a_query_with_a_category_s_rare_word_scores_highest_there() -> None:
     np.testing.assert_allclose(scores[2], 0.0)  # no word matches: no preference, not a random one
 
 
-def test_leave_one_out_takes_an_example_s_own_words_out_of_its_category() -> None:
+def test_out_of_fold_scores_take_the_fold_s_own_words_out_of_its_category() -> None:
     texts = ["iban transfer failed", "card declined", "parcel late", "parcel lost", "refund please"]
     labels = np.array([0, 0, 1, 1, 2])
     lexicon = CategoryLexicon(["billing", "shipping", "returns"], texts, labels)
-    loo = lexicon.leave_one_out()
+    loo = lexicon.out_of_fold([np.array([i]) for i in range(len(texts))])  # one example per fold: leave-one-out
     # "iban" and "transfer" and "failed" occur only in the first example: without it, billing has none of them.
     np.testing.assert_allclose(loo[0], 0.0)
     # "parcel" stays in shipping through the other example, so each parcel example still leans to shipping.
@@ -72,10 +72,10 @@ def test_words_that_decide_the_category_get_a_weight_and_lift_accuracy() -> None
 @pytest.mark.parametrize("seed", range(6))
 def test_words_that_say_nothing_get_weight_zero_and_change_nothing(seed: int) -> None:
     rng = np.random.default_rng(seed)
-    labels = np.repeat(np.arange(3), 16)
+    labels = np.repeat(np.arange(3), 40)  # enough examples that chance word-label links stay small
     centres = unit(rng.normal(size=(3, 16)))
     vectors = unit(centres[labels] + 0.3 * rng.normal(size=(len(labels), 16)))  # embeddings that separate the categories
-    vocabulary = [f"word{i}" for i in range(40)]
+    vocabulary = [f"word{i}" for i in range(200)]
     texts = [" ".join(rng.choice(vocabulary, size=6)) for _ in labels]  # words drawn regardless of the category
     fused = fit_category_scorer("neighbours", vectors, texts, labels, centres, CATEGORY_TEXTS, "auto")
     assert fused.weight == 0 and fused.method == "neighbours"
