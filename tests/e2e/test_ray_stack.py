@@ -20,6 +20,7 @@ import pytest
 
 from mcp_classifier.api.v1 import classifier_pb2 as pb
 from mcp_classifier.api.v1 import classifier_pb2_grpc as pb_grpc
+from mcp_classifier.core.classifier import Classifier
 from mcp_classifier.embedder.local_cluster import free_port
 from mcp_classifier.settings import Settings
 from mcp_classifier.wiring import build_classifier
@@ -106,9 +107,13 @@ def serve_grpc_port(ray_stack: ServerProcess) -> int:
 
 
 @pytest.fixture(scope="module")
-def local_results() -> list[dict]:
-    classifier = build_classifier(Settings(model="builtin:minilm"))
-    return [r.to_public(True) for r in classifier.classify(TEXTS)]
+def local_classifier() -> Classifier:
+    return build_classifier(Settings(model="builtin:minilm"))
+
+
+@pytest.fixture(scope="module")
+def local_results(local_classifier: Classifier) -> list[dict]:
+    return [r.to_public(True) for r in local_classifier.classify(TEXTS)]
 
 
 def _rest_classify(url: str, text: str, headers: dict[str, str] | None = None) -> dict:
@@ -140,10 +145,11 @@ def _assert_same(a: dict, b: dict) -> None:
 
 
 def test_both_mcp_styles_through_ray_equal_the_in_process_backend(
-    ray_stack: ServerProcess, local_results: list[dict], category_count: int
+    ray_stack: ServerProcess, local_classifier: Classifier, local_results: list[dict], category_count: int
 ) -> None:
     health = httpx.get(f"{ray_stack.url}/health").json()
     assert health["status"] == "ok" and health["index_size"] > 0
+    assert health["scoring"] == local_classifier.info.scoring != ""  # the replica's pick, carried by the Info RPC
     for text, expected in zip(TEXTS, local_results):
         for answer in (_rest_classify(ray_stack.url, text), _jsonrpc_classify(ray_stack.url, text)):
             assert_valid_classification(answer, category_count)

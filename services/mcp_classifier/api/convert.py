@@ -57,6 +57,7 @@ def info_to_proto(info: ClassifierInfo, stats: pb.BatchStats | None = None) -> p
         config_json=config.model_dump_json(),
         batch_stats=stats,
         reload_error=info.reload_error or "",
+        scoring=info.scoring,
     )
 
 
@@ -74,6 +75,7 @@ def info_from_proto(message: pb.InfoResponse) -> ClassifierInfo:
         temperature=message.temperature,
         loo_accuracy=message.leave_one_out_accuracy,
         reload_error=message.reload_error or None,
+        scoring=message.scoring,
     )
 
 

@@ -88,6 +88,7 @@ class Classifier:
             temperature=index.calibration.temperature,
             loo_accuracy=index.calibration.loo_accuracy,
             reload_error=self.reload_error,
+            scoring=index.scorer.method,
         )
 
     def embed(self, texts: Sequence[str], kind: str) -> np.ndarray:

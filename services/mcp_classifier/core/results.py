@@ -63,3 +63,4 @@ class ClassifierInfo:
     temperature: float
     loo_accuracy: float
     reload_error: str | None = None  # the last categories file that was refused, and why
+    scoring: str = ""  # what the scorer fitted on this file is: auto's pick, "+bm25" with word matches

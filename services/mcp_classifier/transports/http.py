@@ -217,6 +217,7 @@ def create_app(
                 "index_size": info.index_size,
                 "temperature": info.temperature,
                 "leave_one_out_accuracy": info.loo_accuracy,
+                "scoring": info.scoring,
                 "category_set_version": info.category_set_version,
                 "policy_version": info.policy_version,
                 "device": info.device,

@@ -84,7 +84,7 @@ class Category(_message.Message):
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., system_prompt: _Optional[str] = ...) -> None: ...
 
 class InfoResponse(_message.Message):
-    __slots__ = ("model_id", "category_set_version", "policy_version", "index_size", "temperature", "leave_one_out_accuracy", "device", "dtype", "pooling", "categories", "config_json", "batch_stats", "reload_error")
+    __slots__ = ("model_id", "category_set_version", "policy_version", "index_size", "temperature", "leave_one_out_accuracy", "device", "dtype", "pooling", "categories", "config_json", "batch_stats", "reload_error", "scoring")
     MODEL_ID_FIELD_NUMBER: _ClassVar[int]
     CATEGORY_SET_VERSION_FIELD_NUMBER: _ClassVar[int]
     POLICY_VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -98,6 +98,7 @@ class InfoResponse(_message.Message):
     CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
     BATCH_STATS_FIELD_NUMBER: _ClassVar[int]
     RELOAD_ERROR_FIELD_NUMBER: _ClassVar[int]
+    SCORING_FIELD_NUMBER: _ClassVar[int]
     model_id: str
     category_set_version: str
     policy_version: str
@@ -111,7 +112,8 @@ class InfoResponse(_message.Message):
     config_json: str
     batch_stats: BatchStats
     reload_error: str
-    def __init__(self, model_id: _Optional[str] = ..., category_set_version: _Optional[str] = ..., policy_version: _Optional[str] = ..., index_size: _Optional[int] = ..., temperature: _Optional[float] = ..., leave_one_out_accuracy: _Optional[float] = ..., device: _Optional[str] = ..., dtype: _Optional[str] = ..., pooling: _Optional[str] = ..., categories: _Optional[_Iterable[_Union[Category, _Mapping]]] = ..., config_json: _Optional[str] = ..., batch_stats: _Optional[_Union[BatchStats, _Mapping]] = ..., reload_error: _Optional[str] = ...) -> None: ...
+    scoring: str
+    def __init__(self, model_id: _Optional[str] = ..., category_set_version: _Optional[str] = ..., policy_version: _Optional[str] = ..., index_size: _Optional[int] = ..., temperature: _Optional[float] = ..., leave_one_out_accuracy: _Optional[float] = ..., device: _Optional[str] = ..., dtype: _Optional[str] = ..., pooling: _Optional[str] = ..., categories: _Optional[_Iterable[_Union[Category, _Mapping]]] = ..., config_json: _Optional[str] = ..., batch_stats: _Optional[_Union[BatchStats, _Mapping]] = ..., reload_error: _Optional[str] = ..., scoring: _Optional[str] = ...) -> None: ...
 
 class BatchStats(_message.Message):
     __slots__ = ("batches", "texts", "largest_batch", "batch_size_counts")
