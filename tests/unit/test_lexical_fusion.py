@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from mcp_classifier.core.fusion import fit_category_scorer
-from mcp_classifier.core.lexical import CategoryLexicon, words
+from mcp_classifier.core.lexical import CategoryLexicon, words, zscores
 
 CATEGORY_TEXTS = ["billing invoices charges", "shipping parcels couriers", "returns refunds exchanges"]
 JARGON = [["vat", "iban", "swift", "ledger", "invoice", "surcharge"], ["dhl", "ups", "fedex", "tracking", "customs", "pallet"],
@@ -91,3 +91,12 @@ def test_probabilities_stay_a_distribution(lexical: str) -> None:
     scorer = fit_category_scorer("linear", vectors, texts, labels, unit(rng.normal(size=(3, 16))), CATEGORY_TEXTS, lexical)  # type: ignore[arg-type]
     p = scorer.probabilities(unit(rng.normal(size=(4, 16))), ["vat", "", "😀 émoji", "dhl ups"])
     assert p.shape == (4, 3) and np.all(p >= 0) and np.allclose(p.sum(axis=1), 1.0)
+
+
+def test_cached_word_scores_equal_rank_bm25_scoring_each_query_itself() -> None:
+    rng = np.random.default_rng(5)
+    texts, labels = few_shot_file(rng)
+    lexicon = CategoryLexicon(CATEGORY_TEXTS, texts, labels)
+    queries = ["vat vat invoice please", "dhl tracking for my pallet", "", "😀", "unknown words only", "refund refund refund"]
+    expected = zscores(np.array([lexicon.index.get_scores(words(q)) for q in queries]))
+    np.testing.assert_allclose(lexicon.scores(queries), expected, atol=1e-12)
