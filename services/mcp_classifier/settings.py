@@ -93,8 +93,24 @@ class Settings(BaseSettings):
     ray_throughput_optimized: bool = Field(
         False,
         description="Run Serve in its throughput-optimized mode (RAY_SERVE_THROUGHPUT_OPTIMIZED: gRPC between Serve actors, "
-        "direct ingress, GC frozen after start). Off by default: on 2 CPUs it gained nothing measurable, and after a replica "
-        "was killed under load throughput did not recover within 30 s (docs/loadtest/paths.md).",
+        "GC frozen after start; direct ingress follows ray_direct_ingress). Off by default: on 2 CPUs it gained nothing "
+        "measurable, and after a replica was killed under load throughput did not recover within 30 s (docs/loadtest/paths.md).",
+    )
+    ray_direct_ingress: bool = Field(
+        True,
+        description="The gateway calls the embedder replicas' own gRPC servers (Serve direct ingress) instead of Serve's "
+        "gRPC proxy, one hop fewer; it finds them in Serve's target groups (embedded: the driver; a cluster: ray_serve_api_url).",
+    )
+    ray_serve_api_url: str | None = Field(
+        None,
+        description="With a grpc:// backend and ray_direct_ingress: the Ray dashboard URL whose Serve REST API lists the "
+        "replicas (e.g. http://HEAD:8265); unset, calls go to the grpc:// address.",
+        pattern=r"^https?://\S+$",
+    )
+    replica_refresh_s: float = Field(
+        2.0,
+        gt=0,
+        description="With ray_direct_ingress: how often the gateway re-reads the replica list (a stopping replica drains twice this long).",
     )
     ray_metrics_port: int = Field(
         0, ge=0, le=65535, description="Prometheus port of the embedded Ray node's metrics agent (replica histograms); 0 picks a free one."

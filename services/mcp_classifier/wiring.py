@@ -63,10 +63,17 @@ def build_local_backend(settings: Settings) -> LocalBatchingBackend:
     )
 
 
-def build_grpc_backend(settings: Settings, target: str) -> GrpcBackend:
-    """A client of Serve's gRPC proxy at ``target`` (host:port): the Kubernetes path."""
-    from .backend.grpc_client import GrpcBackend
+def build_grpc_backend(settings: Settings, target: str, *, embedded: bool = False) -> GrpcBackend:
+    """A client of Serve's gRPC proxy at ``target`` (host:port), or with ray_direct_ingress of the replicas
+    themselves, listed by the embedded node's driver or by the cluster's Serve REST API."""
+    from .backend.grpc_client import READY_PROBE_TIMEOUT_S, GrpcBackend
+    from .embedder.replica_targets import TargetSource, embedded_target_source, serve_api_target_source
 
+    replicas: TargetSource | None = None
+    if settings.ray_direct_ingress and embedded:
+        replicas = embedded_target_source(settings.serve_app_name)
+    elif settings.ray_direct_ingress and settings.ray_serve_api_url:
+        replicas = serve_api_target_source(settings.ray_serve_api_url, settings.serve_app_name, timeout_s=READY_PROBE_TIMEOUT_S)
     return GrpcBackend(
         target,
         app_name=settings.serve_app_name,
@@ -76,6 +83,8 @@ def build_grpc_backend(settings: Settings, target: str) -> GrpcBackend:
         batch_window_ms=settings.batch_window_ms,
         max_queue=settings.max_queue,
         max_concurrent_batches=settings.max_concurrent_batches,
+        replicas=replicas,
+        replica_refresh_s=settings.replica_refresh_s,
     )
 
 
@@ -87,7 +96,7 @@ def build_backend(settings: Settings, *, force_local: bool = False) -> Classific
         return build_grpc_backend(settings, settings.backend.removeprefix("grpc://"))
     from .embedder.embedded_backend import EmbeddedRayBackend
 
-    return EmbeddedRayBackend(settings, lambda target: build_grpc_backend(settings, target))
+    return EmbeddedRayBackend(settings, lambda target: build_grpc_backend(settings, target, embedded=True))
 
 
 # ---- protocol ------------------------------------------------------------------------------------

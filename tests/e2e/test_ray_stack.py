@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import grpc
 import httpx
@@ -53,15 +54,25 @@ def otlp() -> Iterator[OtlpReceiver]:
     receiver.stop()
 
 
-@pytest.fixture(scope="module", params=[False, True], ids=["serve-default", "serve-throughput-optimized"])
-def throughput_optimized(request: pytest.FixtureRequest) -> bool:
-    """Every test of the stack runs twice: on the default Serve, and with RAY_SERVE_THROUGHPUT_OPTIMIZED
-    (--ray-throughput-optimized), so turning the mode on keeps traces, batches, hot reload and metrics."""
-    return bool(request.param)
+class ServeMode(NamedTuple):
+    direct_ingress: bool
+    throughput_optimized: bool
+
+
+@pytest.fixture(
+    scope="module",
+    params=[ServeMode(direct_ingress=True, throughput_optimized=False), ServeMode(direct_ingress=False, throughput_optimized=True)],
+    ids=["direct-ingress", "proxy-throughput-optimized"],
+)
+def serve_mode(request: pytest.FixtureRequest) -> ServeMode:
+    """Every test of the stack runs twice: the gateway calling the replicas' own gRPC servers (the default),
+    and calling Serve's gRPC proxy with RAY_SERVE_THROUGHPUT_OPTIMIZED on. Traces, batches, hot reload and
+    metrics must hold on both paths."""
+    return ServeMode(*request.param)
 
 
 @pytest.fixture(scope="module")
-def ray_categories(tmp_path_factory: pytest.TempPathFactory, throughput_optimized: bool) -> Path:
+def ray_categories(tmp_path_factory: pytest.TempPathFactory, serve_mode: ServeMode) -> Path:
     path = tmp_path_factory.mktemp("ray-categories") / "categories.yaml"
     shutil.copy(DEFAULT_FILE, path)
     return path
@@ -69,7 +80,7 @@ def ray_categories(tmp_path_factory: pytest.TempPathFactory, throughput_optimize
 
 @pytest.fixture(scope="module")
 def ray_stack(
-    tmp_path_factory: pytest.TempPathFactory, otlp: OtlpReceiver, ray_categories: Path, throughput_optimized: bool
+    tmp_path_factory: pytest.TempPathFactory, otlp: OtlpReceiver, ray_categories: Path, serve_mode: ServeMode
 ) -> Iterator[ServerProcess]:
     """`mcp-classifier serve --backend ray`, its spans sent to the in-test OTLP receiver."""
     env = {
@@ -92,7 +103,8 @@ def ray_stack(
         "1",  # one replica: its Info stats see every batch
         "--categories-file",
         str(ray_categories),
-        "--ray-throughput-optimized" if throughput_optimized else "--no-ray-throughput-optimized",
+        "--ray-throughput-optimized" if serve_mode.throughput_optimized else "--no-ray-throughput-optimized",
+        "--ray-direct-ingress" if serve_mode.direct_ingress else "--no-ray-direct-ingress",
         env=env,
     )
     yield proc
@@ -317,27 +329,39 @@ def test_categories_change_reaches_the_replicas_under_load(ray_stack: ServerProc
 
 
 def test_serve_runs_in_the_chosen_mode_and_replicas_export_their_batch_metrics(
-    ray_stack: ServerProcess, throughput_optimized: bool
+    ray_stack: ServerProcess, serve_mode: ServeMode, serve_grpc_port: int
 ) -> None:
-    """ray_throughput_optimized reaches every Serve process, and the replicas' own histograms reach Ray's
-    Prometheus endpoint in both modes."""
-    match = re.search(r"throughput-optimized (on|off); Ray metrics on (http://\S+/metrics)", ray_stack.log())
-    assert match and match.group(1) == ("on" if throughput_optimized else "off"), ray_stack.log()[-3000:]
+    """Both settings reach every Serve process; with direct ingress the gateway calls the replica's own
+    server, not the proxy; and the replicas' own histograms reach Ray's Prometheus endpoint in both modes."""
+    log = ray_stack.log()
+    match = re.search(r"throughput-optimized (on|off), direct ingress (on|off); Ray metrics on (http://\S+/metrics)", log)
+    assert match, log[-3000:]
+    assert match.group(1) == ("on" if serve_mode.throughput_optimized else "off")
+    assert match.group(2) == ("on" if serve_mode.direct_ingress else "off")
     serve_processes = [
         p
         for p in psutil.Process(ray_stack.process.pid).children(recursive=True)
         if "ServeReplica" in " ".join(p.cmdline()) or "ServeController" in " ".join(p.cmdline())
     ]
     assert any("ServeReplica" in " ".join(p.cmdline()) for p in serve_processes), "no Serve replica process found"
-    expected = "1" if throughput_optimized else "0"
-    assert all(p.environ().get("RAY_SERVE_THROUGHPUT_OPTIMIZED") == expected for p in serve_processes)
+    assert all(
+        p.environ().get("RAY_SERVE_THROUGHPUT_OPTIMIZED") == ("1" if serve_mode.throughput_optimized else "0") for p in serve_processes
+    )
+    assert all(p.environ().get("RAY_SERVE_ENABLE_DIRECT_INGRESS") == ("1" if serve_mode.direct_ingress else "0") for p in serve_processes)
+    called = re.search(r"calling the embedder at ([^\n\"]+)", log)
+    assert called, log[-3000:]
+    ports = [int(address.rsplit(":", 1)[1]) for address in called.group(1).split(", ")]
+    if serve_mode.direct_ingress:  # the one replica's own port
+        assert len(ports) == 1 and serve_grpc_port not in ports, (ports, serve_grpc_port)
+    else:
+        assert ports == [serve_grpc_port]
 
     for text in TEXTS:
         _rest_classify(ray_stack.url, text)
     deadline = time.monotonic() + 40  # Ray's agent exports every few seconds
     counts: list[float] = []
     while time.monotonic() < deadline and not any(counts):
-        body = httpx.get(match.group(2), timeout=5).text
+        body = httpx.get(match.group(3), timeout=5).text
         counts = [
             float(line.rsplit(" ", 1)[1]) for line in body.splitlines() if line.startswith("ray_mcp_classifier_embedder_batch_size_count")
         ]

@@ -516,7 +516,10 @@ DNS_RULE = {
     ],
     "ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}],
 }
-EMBEDDER_RULE = {"to": [{"podSelector": _selector("embedder")}], "ports": [{"port": 9000, "protocol": "TCP"}]}
+EMBEDDER_RULE = {  # Serve's gRPC proxy; with direct ingress (the default) the replicas' own ports and the Serve REST API
+    "to": [{"podSelector": _selector("embedder")}],
+    "ports": [{"port": 9000, "protocol": "TCP"}, {"port": 40000, "endPort": 41000, "protocol": "TCP"}, {"port": 8265, "protocol": "TCP"}],
+}
 
 
 def test_network_policy_egress_is_exactly_dns_redis_ray_serve_grpc_and_otlp(rendered: dict[str, list[dict[str, Any]]]) -> None:
@@ -849,6 +852,38 @@ def test_the_gateway_environment_is_valid_settings(
     if "redis_url" in Settings.model_fields:
         url = settings.redis_url.get_secret_value()
         assert url.startswith("redis") and ("s3cret" in url) == (profile == "external-redis")
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_direct_ingress_reaches_every_ray_container_the_gateway_and_its_network_policy(
+    helm: list[str], tmp_path: Path, enabled: bool
+) -> None:
+    """Serve's replicas open their own gRPC ports in the range the NetworkPolicy opens; the gateway learns them
+    from the Serve REST API on the head, at the dashboard port the head really listens on."""
+    docs = render(helm, tmp_path, {"embedder": {"directIngress": {"enabled": enabled}}, "networkPolicy": {"enabled": True}})
+    head, workers = ray_groups(docs)
+    containers = [c for group in (head, *workers) for c in group["template"]["spec"]["containers"]]
+    refresh_s = values_of("")["embedder"]["directIngress"]["refreshS"]
+    for container in containers:
+        env = {name: var["value"] for name, var in env_of(container).items() if "value" in var}
+        assert env["RAY_SERVE_ENABLE_DIRECT_INGRESS"] == ("1" if enabled else "0")
+        ports = (env.get("RAY_SERVE_DIRECT_INGRESS_MIN_GRPC_PORT"), env.get("RAY_SERVE_DIRECT_INGRESS_MAX_GRPC_PORT"))
+        assert ports == (("40000", "41000") if enabled else (None, None))
+        assert env.get("RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S") == (f"{2 * refresh_s:g}" if enabled else None)
+    config = one(docs, "ConfigMap", "-gateway")["data"]
+    assert config["MCP_CLASSIFIER_RAY_DIRECT_INGRESS"] == str(enabled).lower()
+    rules = one(docs, "NetworkPolicy", "-gateway")["spec"]["egress"]
+    opened = [p for rule in rules for p in rule["ports"] if rule.get("to") == EMBEDDER_RULE["to"]]
+    if enabled:
+        head_ports = {p["name"]: p["containerPort"] for p in head["template"]["spec"]["containers"][0]["ports"]}
+        assert head["rayStartParams"]["dashboard-port"] == str(head_ports["dashboard"])
+        service = f"{one(docs, 'RayService')['metadata']['name']}-head-svc.{NAMESPACE}.svc"
+        assert config["MCP_CLASSIFIER_RAY_SERVE_API_URL"] == f"http://{service}:{head_ports['dashboard']}"
+        assert opened == EMBEDDER_RULE["ports"]
+    else:
+        assert "MCP_CLASSIFIER_RAY_SERVE_API_URL" not in config and opened == [{"port": 9000, "protocol": "TCP"}]
+    assert values_of("")["embedder"]["directIngress"]["enabled"] is Settings.model_fields["ray_direct_ingress"].default
+    assert refresh_s == Settings.model_fields["replica_refresh_s"].default
 
 
 @pytest.mark.parametrize("enabled", [True, False])

@@ -24,6 +24,20 @@ capabilities:
   value: "false"
 - name: RAY_SERVE_THROUGHPUT_OPTIMIZED
   value: {{ ternary "1" "0" .Values.embedder.throughputOptimized | quote }}
+{{- with .Values.embedder.directIngress }}
+# Set either way: throughput-optimized mode would otherwise turn direct ingress on by itself.
+- name: RAY_SERVE_ENABLE_DIRECT_INGRESS
+  value: {{ ternary "1" "0" .enabled | quote }}
+{{- if .enabled }}
+- name: RAY_SERVE_DIRECT_INGRESS_MIN_GRPC_PORT
+  value: {{ int .grpcPortMin | quote }}
+- name: RAY_SERVE_DIRECT_INGRESS_MAX_GRPC_PORT
+  value: {{ int .grpcPortMax | quote }}
+# A stopping replica keeps serving until every gateway has re-read the list (Serve's default waits 30 s).
+- name: RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S
+  value: {{ mulf 2 .refreshS | quote }}
+{{- end }}
+{{- end }}
 {{- include "mcp-classifier.otelEnv" (list . "mcp-classifier-embedder") }}
 {{- with .Values.embedder.extraEnv }}
 {{ toYaml . }}

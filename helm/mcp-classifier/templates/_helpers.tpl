@@ -89,6 +89,11 @@ imagePullSecrets:
 Addresses
 --------------------------------------------------------------------------------------------- */}}
 
+{{/* The Serve REST API on the RayService's head (KubeRay names its Service <rayservice>-head-svc; the dashboard port). */}}
+{{- define "mcp-classifier.serveApiUrl" -}}
+{{- printf "http://%s-head-svc.%s.svc:%d" (include "mcp-classifier.rayservice.name" .) .Release.Namespace (int .Values.serve.dashboardPort) -}}
+{{- end -}}
+
 {{- define "mcp-classifier.backendAddress" -}}
 {{- printf "grpc://%s:%d" (include "mcp-classifier.serveService.name" .) (int .Values.serve.grpcPort) -}}
 {{- end -}}

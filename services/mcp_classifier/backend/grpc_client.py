@@ -1,4 +1,8 @@
-"""Gateway backend over gRPC to Serve's gRPC proxy: one channel, deadlines, retries, coalesced calls."""
+"""Gateway backend over gRPC to the embedder: deadlines, retries, coalesced calls.
+
+It calls one address (Serve's gRPC proxy), or, when handed a replica source, the replicas' own gRPC
+servers (Serve direct ingress), balanced by gRPC's round_robin policy and followed as they change.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import grpc
@@ -32,8 +36,19 @@ READY_CACHE_S = 0.5  # /ready may be polled often: reuse a fresh probe result
 MIN_ATTEMPT_TIMEOUT_S = 0.001  # a retry that starts at the deadline still gets a deadline, and fails DEADLINE_EXCEEDED
 INFO_CACHE_S = 5.0  # list_categories and /health read this; a version change in Classify refreshes it early
 
+ReplicaSource = Callable[[], Awaitable[Sequence[str]]]
 
-def channel_options(max_attempts: int) -> list[tuple[str, object]]:
+
+def channel_target(addresses: Sequence[str]) -> str:
+    """gRPC's own name for a fixed address list (``ipv4:a:p,b:p``): its resolver and round_robin
+    policy then spread calls and skip a replica whose connection failed, with nothing written here."""
+    if len(addresses) == 1:
+        return addresses[0]
+    scheme = "ipv6" if any(address.startswith("[") for address in addresses) else "ipv4"
+    return f"{scheme}:" + ",".join(addresses)
+
+
+def channel_options(max_attempts: int, *, balanced: bool = False) -> list[tuple[str, object]]:
     """Retries are gRPC's own (service-config retry policy), not a hand-written loop."""
     service_config = {
         "methodConfig": [
@@ -49,7 +64,8 @@ def channel_options(max_attempts: int) -> list[tuple[str, object]]:
             }
         ]
     }
-    return [
+    balancing: list[tuple[str, object]] = [("grpc.lb_policy_name", "round_robin")] if balanced else []
+    return balancing + [
         ("grpc.enable_retries", 1),
         ("grpc.service_config", json.dumps(service_config)),
         # Reconnect quickly after the embedder comes back, instead of gRPC's default of up to 2 minutes.
@@ -99,8 +115,15 @@ class GrpcBackend:
         batch_window_ms: float,
         max_queue: int,
         max_concurrent_batches: int,
+        replicas: ReplicaSource | None = None,
+        replica_refresh_s: float = 2.0,
     ) -> None:
         self.target = target
+        self._replicas = replicas
+        self._replica_refresh_s = replica_refresh_s
+        self._addresses: tuple[str, ...] = ()
+        self._follower: asyncio.Task[None] | None = None
+        self._retiring: set[asyncio.Task[None]] = set()
         self._metadata = (("application", app_name),)
         self._timeout_s = timeout_s
         self._max_attempts = max_attempts
@@ -118,15 +141,57 @@ class GrpcBackend:
         )
 
     async def start(self) -> None:
-        self._channel = grpc.aio.insecure_channel(self.target, options=channel_options(self._max_attempts))
-        self._stub = pb_grpc.ClassifierStub(self._channel)
+        addresses = await self._discover() if self._replicas is not None else []
+        self._use(addresses or [self.target])
+        log.info("calling the embedder at %s", ", ".join(self._addresses))
+        if self._replicas is not None:
+            self._follower = asyncio.create_task(self._follow_replicas(), name="grpc-replica-follower")
         self._coalescer.start()
 
     async def close(self) -> None:
+        if self._follower is not None:
+            self._follower.cancel()
+            await asyncio.gather(self._follower, return_exceptions=True)
         await self._coalescer.close()
+        await asyncio.gather(*self._retiring, return_exceptions=True)
         if self._channel is not None:
             await self._channel.close()
             self._channel = None
+
+    @property
+    def addresses(self) -> tuple[str, ...]:
+        """Where calls go now: the replicas' own servers, or the one target it was given."""
+        return self._addresses
+
+    def _use(self, addresses: Sequence[str]) -> None:
+        """Open a channel to ``addresses``; calls already on the old channel finish there before it closes."""
+        old = self._channel
+        self._addresses = tuple(addresses)
+        self._channel = grpc.aio.insecure_channel(
+            channel_target(addresses), options=channel_options(self._max_attempts, balanced=len(addresses) > 1)
+        )
+        self._stub = pb_grpc.ClassifierStub(self._channel)
+        if old is not None:
+            retiring = asyncio.create_task(old.close(grace=self._timeout_s))
+            self._retiring.add(retiring)
+            retiring.add_done_callback(self._retiring.discard)
+
+    async def _discover(self) -> list[str]:
+        assert self._replicas is not None
+        try:
+            return sorted(await self._replicas())
+        except Exception as exc:  # noqa: BLE001 - the list is a hint: keep calling the replicas already known
+            log.warning("could not list the embedder replicas: %s", exc)
+            return []
+
+    async def _follow_replicas(self) -> None:
+        """Replicas come and go (autoscaling, a restart after a crash): follow Serve's list."""
+        while True:
+            await asyncio.sleep(self._replica_refresh_s)
+            addresses = await self._discover()
+            if addresses and tuple(addresses) != self._addresses:
+                log.info("embedder replicas now at %s", ", ".join(addresses))
+                self._use(addresses)
 
     @property
     def stub(self) -> pb_grpc.ClassifierStub:

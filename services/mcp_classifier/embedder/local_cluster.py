@@ -12,6 +12,8 @@ from .serve_config import SERVICER_FUNCTION, route_prefix
 
 log = logging.getLogger(__name__)
 THROUGHPUT_OPTIMIZED_ENV = "RAY_SERVE_THROUGHPUT_OPTIMIZED"
+DIRECT_INGRESS_ENV = "RAY_SERVE_ENABLE_DIRECT_INGRESS"
+DIRECT_INGRESS_DRAIN_ENV = "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S"
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -28,6 +30,10 @@ def start_local_serve(settings: Settings) -> int:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     # Read by Serve's constants in every Ray process, which inherit the environment of the node this starts.
     os.environ[THROUGHPUT_OPTIMIZED_ENV] = "1" if settings.ray_throughput_optimized else "0"
+    # Set either way: throughput-optimized mode would otherwise turn direct ingress on by itself.
+    os.environ[DIRECT_INGRESS_ENV] = "1" if settings.ray_direct_ingress else "0"
+    # A stopping replica keeps serving until the gateway has re-read the list (Serve's default waits 30 s for a load balancer).
+    os.environ[DIRECT_INGRESS_DRAIN_ENV] = f"{2 * settings.replica_refresh_s:g}"
     import ray
     from ray import serve
     from ray.serve.config import HTTPOptions, gRPCOptions
@@ -50,10 +56,11 @@ def start_local_serve(settings: Settings) -> int:
     )
     deploy_app(settings)
     log.info(
-        "embedded Ray Serve is up: gRPC on 127.0.0.1:%d, app %s, throughput-optimized %s; Ray metrics on http://127.0.0.1:%d/metrics",
+        "embedded Ray Serve is up: gRPC on 127.0.0.1:%d, app %s, throughput-optimized %s, direct ingress %s; Ray metrics on http://127.0.0.1:%d/metrics",
         grpc_port,
         settings.serve_app_name,
         "on" if settings.ray_throughput_optimized else "off",
+        "on" if settings.ray_direct_ingress else "off",
         metrics_port,
     )
     return grpc_port

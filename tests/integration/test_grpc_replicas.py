@@ -1,0 +1,199 @@
+"""The gateway calling the embedder replicas directly (Serve direct ingress): spread, followed, failed over.
+
+Real gRPC over loopback: each "replica" is an in-process gRPC server speaking the embedder's API and
+answering with its own name as the category, so a test sees which replica served each call. The
+replica list is handed to the gateway's client the way Serve publishes it (target groups); the
+Serve side itself runs in tests/e2e/test_ray_stack.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import grpc
+import pytest
+from ray.serve._private.common import RequestProtocol
+from ray.serve.schema import Target, TargetGroup
+
+from mcp_classifier.api.convert import info_to_proto, results_to_proto
+from mcp_classifier.api.v1 import classifier_pb2 as pb
+from mcp_classifier.api.v1 import classifier_pb2_grpc as pb_grpc
+from mcp_classifier.backend.grpc_client import GrpcBackend, channel_target
+from mcp_classifier.core.results import ClassificationResult
+from mcp_classifier.embedder.replica_targets import grpc_targets, serve_api_target_source
+from tests.support.fake_backend import FakeBackend
+
+APP = "mcp-classifier"
+REFRESH_S = 0.05
+
+
+class NamedReplica(pb_grpc.ClassifierServicer):
+    """Answers every text with its own name as the category."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.server = grpc.aio.server()
+        pb_grpc.add_ClassifierServicer_to_server(self, self.server)
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.address = f"127.0.0.1:{self.port}"
+
+    async def Classify(self, request: pb.ClassifyRequest, context: Any) -> pb.ClassifyResponse:
+        result = ClassificationResult(0, self.name, 1.0, "m", False, (1.0,), 0.0)
+        return pb.ClassifyResponse(results=results_to_proto([result] * len(request.texts), True), category_set_version="v1")
+
+    async def Info(self, request: pb.InfoRequest, context: Any) -> pb.InfoResponse:
+        return info_to_proto(await FakeBackend().info())
+
+
+def client(listing: list[str] | Exception, fallback: str = "127.0.0.1:1") -> GrpcBackend:
+    async def replicas() -> list[str]:
+        if isinstance(listing, Exception):
+            raise listing
+        return list(listing)
+
+    return GrpcBackend(
+        fallback,
+        app_name=APP,
+        timeout_s=5.0,
+        max_attempts=4,
+        batch_size=32,
+        batch_window_ms=0.0,
+        max_queue=100,
+        max_concurrent_batches=2,
+        replicas=replicas,
+        replica_refresh_s=REFRESH_S,
+    )
+
+
+async def served_by(backend: GrpcBackend, calls: int) -> list[str]:
+    return [(await backend.classify([f"text {i}"]))[0].category for i in range(calls)]
+
+
+def test_calls_spread_over_the_listed_replicas_and_follow_the_list_as_it_changes() -> None:
+    async def scenario() -> None:
+        a, b, c = NamedReplica("a"), NamedReplica("b"), NamedReplica("c")
+        for replica in (a, b, c):
+            await replica.server.start()
+        listing = [a.address, b.address]
+        backend = client(listing)
+        await backend.start()
+        try:
+            assert backend.addresses == tuple(sorted([a.address, b.address]))
+            first = await served_by(backend, 20)
+            assert set(first) == {"a", "b"} and min(first.count("a"), first.count("b")) >= 8, first  # round robin
+
+            listing[:] = [c.address]  # a scale-down and a replacement elsewhere
+            await asyncio.sleep(REFRESH_S * 6)
+            assert backend.addresses == (c.address,)
+            assert set(await served_by(backend, 10)) == {"c"}
+        finally:
+            await backend.close()
+            for replica in (a, b, c):
+                await replica.server.stop(None)
+
+    asyncio.run(scenario())
+
+
+def test_a_replica_that_dies_is_skipped_before_the_list_says_so_and_no_call_fails() -> None:
+    async def scenario() -> None:
+        a, b = NamedReplica("a"), NamedReplica("b")
+        await a.server.start()
+        await b.server.start()
+        backend = client([a.address, b.address])
+        await backend.start()
+        try:
+            assert set(await served_by(backend, 10)) == {"a", "b"}
+            await a.server.stop(None)  # killed; Serve's list still names it
+            assert set(await served_by(backend, 20)) == {"b"}
+        finally:
+            await backend.close()
+            await b.server.stop(None)
+
+    asyncio.run(scenario())
+
+
+def test_an_unreadable_list_falls_back_to_the_given_address_then_keeps_the_last_known() -> None:
+    async def scenario() -> None:
+        proxy, replica = NamedReplica("proxy"), NamedReplica("replica")
+        await proxy.server.start()
+        await replica.server.start()
+        unreadable = client(ConnectionError("Serve API down"), fallback=proxy.address)
+        await unreadable.start()
+        try:
+            assert set(await served_by(unreadable, 3)) == {"proxy"}
+        finally:
+            await unreadable.close()
+
+        listing: list[str] = [replica.address]
+        backend = client(listing)
+        await backend.start()
+        try:
+            listing.clear()  # Serve lists nothing for a moment: keep calling the replica already known
+            await asyncio.sleep(REFRESH_S * 4)
+            assert set(await served_by(backend, 3)) == {"replica"}
+        finally:
+            await backend.close()
+            await proxy.server.stop(None)
+            await replica.server.stop(None)
+
+    asyncio.run(scenario())
+
+
+def serve_target_groups() -> list[TargetGroup]:
+    """Shaped by Ray Serve's own schema classes, as the controller publishes them."""
+
+    def targets(*ports: int) -> list[Target]:
+        return [Target(ip="10.0.0.7", port=port, instance_id="", name=f"SERVE_REPLICA::{APP}#Embedder#{port}") for port in ports]
+
+    return [
+        TargetGroup(targets=targets(30000, 30001), route_prefix="/", protocol=RequestProtocol.HTTP, app_name=APP),
+        TargetGroup(targets=targets(40001, 40000), route_prefix="/", protocol=RequestProtocol.GRPC, app_name=APP),
+        TargetGroup(targets=targets(40005), route_prefix="/other", protocol=RequestProtocol.GRPC, app_name="other-app"),
+    ]
+
+
+@pytest.mark.parametrize("mode", ["python", "json"])
+def test_the_grpc_targets_of_this_app_are_read_from_serves_target_groups(mode: str) -> None:
+    details = {"target_groups": [group.model_dump(mode=mode) for group in serve_target_groups()]}
+    assert grpc_targets(details, APP) == ["10.0.0.7:40000", "10.0.0.7:40001"]
+    assert grpc_targets({"applications": {}}, APP) == []
+
+
+@pytest.fixture
+def serve_api() -> Iterator[str]:
+    """A loopback HTTP server standing in for the Ray dashboard's Serve REST API (no dashboard runs here)."""
+    document = json.dumps({"applications": {}, "target_groups": [g.model_dump(mode="json") for g in serve_target_groups()]}).encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            found = self.path == "/api/serve/applications/"
+            self.send_response(200 if found else 404)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(document if found else b"{}")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    thread.join()
+
+
+def test_a_cluster_gateway_reads_the_replicas_from_the_serve_rest_api(serve_api: str) -> None:
+    source = serve_api_target_source(serve_api + "/", APP, timeout_s=2.0)
+    assert asyncio.run(source()) == ["10.0.0.7:40000", "10.0.0.7:40001"]
+
+
+def test_the_channel_names_one_address_plainly_and_a_list_for_grpcs_own_resolver() -> None:
+    assert channel_target(["10.0.0.7:40000"]) == "10.0.0.7:40000"
+    assert channel_target(["10.0.0.7:40000", "10.0.0.8:40000"]) == "ipv4:10.0.0.7:40000,10.0.0.8:40000"
+    assert channel_target(["[fd00::1]:40000", "[fd00::2]:40000"]) == "ipv6:[fd00::1]:40000,[fd00::2]:40000"
