@@ -8,7 +8,7 @@ backend, which cache and which edge live here and nowhere else.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .backend.base import ClassificationBackend
 from .cache.embeddings import ToolEmbeddings
@@ -136,6 +136,7 @@ class Gateway(NamedTuple):
     dispatcher: McpDispatcher
     backend: ClassificationBackend
     tool_filter: ToolFilter
+    embedder: ClassificationBackend  # the backend itself, under any wrapper (for /health)
 
 
 def build_gateway(
@@ -146,14 +147,41 @@ def build_gateway(
     link: RedisLink | None = None,
 ) -> Gateway:
     """Backend (optionally wrapped, e.g. by the Redis cache), the tool filter and the dispatcher over them."""
-    backend = build_backend(settings, force_local=force_local)
+    embedder = backend = build_backend(settings, force_local=force_local)
     if wrap is not None:
         backend = wrap(backend)
     tool_filter = build_tool_filter(settings, backend, link)
-    return Gateway(build_dispatcher(settings, backend, tool_filter), backend, tool_filter)
+    return Gateway(build_dispatcher(settings, backend, tool_filter), backend, tool_filter, embedder)
 
 
 # ---- the HTTP app ----------------------------------------------------------------------------------
+class EmbedderRoute:
+    """/health's ``embedder``: where classification calls go now (the replicas' own servers with direct
+    ingress, else the one address), so an operator sees the gateway follow scale-ups and restarts."""
+
+    def __init__(self, backend: ClassificationBackend) -> None:
+        self._backend = backend
+
+    async def start(self) -> None:
+        pass  # nothing to start: the backend is started by the app's lifespan
+
+    async def close(self) -> None:
+        pass
+
+    def health(self) -> dict[str, Any]:
+        embedded_ray = hasattr(self._backend, "client_if_started")
+        client = self._backend.client_if_started if embedded_ray else self._backend  # type: ignore[attr-defined]
+        if not embedded_ray and not hasattr(client, "addresses"):
+            return {"embedder": {"backend": "local"}}
+        return {
+            "embedder": {
+                "backend": "ray" if embedded_ray else "grpc",
+                "direct_ingress": bool(getattr(client, "follows_replicas", False)),
+                "addresses": list(getattr(client, "addresses", ())),  # empty while the embedded Ray starts
+            }
+        }
+
+
 def build_http_app(settings: Settings, redis: RedisRuntime, metrics: GatewayMetrics, *, tracing: bool) -> FastAPI:
     """The whole `serve` app: edge guard, Redis cache, hot reload, tracing, over the configured backend."""
     from .edge import build_edge_guard
@@ -162,7 +190,7 @@ def build_http_app(settings: Settings, redis: RedisRuntime, metrics: GatewayMetr
 
     edge = build_edge_guard(settings, metrics, link=redis.link, redis_metrics=redis.metrics, route_label=route_label)
     gateway = build_gateway(settings, wrap=redis.wrap_backend, link=redis.link)
-    services: list[object] = [redis, edge.keys, gateway.tool_filter.embeddings]  # the keys watch their file, if any
+    services: list[object] = [redis, edge.keys, gateway.tool_filter.embeddings, EmbedderRoute(gateway.embedder)]
     if settings.categories_file is not None:
         from .hot_reload import HotReload
 

@@ -159,6 +159,11 @@ class GrpcBackend:
             self._channel = None
 
     @property
+    def follows_replicas(self) -> bool:
+        """True when calls go to the replicas Serve lists (direct ingress), not to one fixed address."""
+        return self._replicas is not None
+
+    @property
     def addresses(self) -> tuple[str, ...]:
         """Where calls go now: the replicas' own servers, or the one target it was given."""
         return self._addresses

@@ -154,7 +154,7 @@ TOOL_FILTER: dict[str, Any] = {
 }
 
 HEALTH: dict[str, Any] = {
-    "summary": "Model, categories, cache and Redis state (never requires a key)",
+    "summary": "Model, categories, where embedder calls go, cache and Redis state (never requires a key)",
     "responses": {"200": {"description": "status ok, or degraded with the error.", "content": {JSON: {"schema": {"type": "object"}}}}},
 }
 
