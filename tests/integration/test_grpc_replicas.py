@@ -144,6 +144,42 @@ def test_an_unreadable_list_falls_back_to_the_given_address_then_keeps_the_last_
     asyncio.run(scenario())
 
 
+def test_a_list_that_hangs_is_given_up_on_and_later_changes_are_still_followed() -> None:
+    async def scenario() -> None:
+        a, b = NamedReplica("a"), NamedReplica("b")
+        await a.server.start()
+        await b.server.start()
+        hang = asyncio.Event()
+        listing = [a.address]
+
+        async def replicas() -> list[str]:
+            if hang.is_set():
+                await asyncio.Event().wait()  # a Serve API that never answers
+            return list(listing)
+
+        backend = GrpcBackend(
+            a.address, app_name=APP, timeout_s=5.0, max_attempts=4, batch_size=32, batch_window_ms=0.0, max_queue=100,
+            max_concurrent_batches=2, replicas=replicas, replica_refresh_s=REFRESH_S,
+        )  # fmt: skip
+        await backend.start()
+        try:
+            hang.set()
+            await asyncio.sleep(1.5)  # past the bounded wait (at least READY_PROBE_TIMEOUT_S)
+            assert set(await served_by(backend, 5)) == {"a"}
+            listing[:] = [b.address]
+            hang.clear()
+            deadline = asyncio.get_running_loop().time() + 3.0
+            while backend.addresses != (b.address,) and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(REFRESH_S)
+            assert set(await served_by(backend, 5)) == {"b"}
+        finally:
+            await backend.close()
+            await a.server.stop(None)
+            await b.server.stop(None)
+
+    asyncio.run(scenario())
+
+
 def serve_target_groups() -> list[TargetGroup]:
     """Shaped by Ray Serve's own schema classes, as the controller publishes them."""
 

@@ -184,7 +184,8 @@ class GrpcBackend:
     async def _discover(self) -> list[str]:
         assert self._replicas is not None
         try:
-            return sorted(await self._replicas())
+            # Bounded: a hung Serve controller or REST API must not stop the gateway following later changes.
+            return sorted(await asyncio.wait_for(self._replicas(), timeout=max(self._replica_refresh_s, READY_PROBE_TIMEOUT_S)))
         except Exception as exc:  # noqa: BLE001 - the list is a hint: keep calling the replicas already known
             log.warning("could not list the embedder replicas: %s", exc)
             return []
