@@ -348,7 +348,9 @@ def _wait_ready(url: str, *, expect: bool, timeout_s: float = 20.0) -> None:
 
 
 def test_categories_change_reaches_the_replicas_under_load(ray_stack: ServerProcess, ray_categories: Path) -> None:
-    """Runs after the tests that compare with the 5-category local model: the replica reloads its own file."""
+    """Runs after the tests that compare with the 5-category local model: the replica reloads its own file, in
+    place (the same replica process keeps its loaded model; the gateway's reload reconfigures, not redeploys)."""
+    replicas_before = _replica_pids(ray_stack)
     failures: list[str] = []
     stop = threading.Event()
 
@@ -382,6 +384,12 @@ def test_categories_change_reaches_the_replicas_under_load(ray_stack: ServerProc
     while time.monotonic() < deadline and len(httpx.get(f"{ray_stack.url}/health").json()["categories"]) != 6:
         time.sleep(0.3)
     assert httpx.get(f"{ray_stack.url}/health").json()["categories"][-1] == "finance"
+    time.sleep(2 * Settings().replica_refresh_s)  # a redeploy would have started its replacement by now
+    assert _replica_pids(ray_stack) == replicas_before
+
+
+def _replica_pids(stack: ServerProcess) -> set[int]:
+    return {p.pid for p in psutil.Process(stack.process.pid).children(recursive=True) if "ServeReplica" in " ".join(p.cmdline())}
 
 
 def test_serve_runs_in_the_chosen_mode_and_replicas_export_their_batch_metrics(
@@ -404,8 +412,8 @@ def test_serve_runs_in_the_chosen_mode_and_replicas_export_their_batch_metrics(
         p.environ().get("RAY_SERVE_THROUGHPUT_OPTIMIZED") == ("1" if serve_mode.throughput_optimized else "0") for p in serve_processes
     )
     assert all(p.environ().get("RAY_SERVE_ENABLE_DIRECT_INGRESS") == ("1" if serve_mode.direct_ingress else "0") for p in serve_processes)
-    # After a categories reload (an earlier test) the embedded Serve restarts its replica and lists its proxy until
-    # the new one runs: the gateway must come back to the replica's own port within a few refreshes.
+    # Should a replica ever restart (a crash; an earlier test reloads categories), Serve lists its proxy until the
+    # new one runs: the gateway must be back on a replica's own port within a few refreshes.
     deadline = time.monotonic() + 5 * Settings().replica_refresh_s
     while True:
         embedder = httpx.get(f"{ray_stack.url}/health").json()["embedder"]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 import math
 import threading
@@ -16,6 +18,7 @@ from opentelemetry.propagate import extract
 from ray import serve
 from ray.serve.metrics import Histogram
 
+from .. import __version__
 from ..api.convert import info_to_proto, results_to_proto, vectors_to_bytes
 from ..api.v1 import classifier_pb2 as pb
 from ..core.build import build_classifier
@@ -178,7 +181,21 @@ def build_app(args: dict[str, Any]) -> serve.Application:
 
 
 def build_app_with_options(settings: Settings, reload_generation: int = 0) -> serve.Application:
-    """The embedded path: the same deployment options and replica settings the Serve config carries, applied directly."""
+    """The embedded path: the same deployment options and replica settings the Serve config carries, applied directly.
+
+    serve.run from a driver gives a deployment without a version a random one on every run, so each
+    categories reload restarted every replica. The version here is derived from everything the replicas
+    are built from except user_config: a reload (a new reload_generation) then reconfigures the running
+    replicas in place, as a Serve config deploy does on Kubernetes, and any other change restarts them.
+    """
     options = deployment_options(settings)
+    built_from = {
+        "package": __version__,
+        "settings": replica_settings(settings),
+        **{k: v for k, v in options.items() if k != "user_config"},
+    }
+    version = hashlib.sha256(json.dumps(built_from, sort_keys=True, default=str).encode()).hexdigest()[:16]
     options["user_config"] = {**options["user_config"], "reload_generation": reload_generation}
-    return Embedder.options(**options).bind(replica_settings(settings))  # type: ignore[attr-defined]  # from @serve.deployment
+    deployment = Embedder.options(**options)  # type: ignore[attr-defined]  # from @serve.deployment
+    # Serve's public options() refuses `version` ("managed internally"); its internal form sets only that field.
+    return deployment.options(version=version, _internal=True).bind(replica_settings(settings))

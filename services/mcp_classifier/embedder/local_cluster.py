@@ -79,13 +79,9 @@ def fit_replicas_to_node(settings: Settings) -> Settings:
 
 
 def deploy_app(settings: Settings, reload_generation: int = 0) -> None:
-    """(Re)deploy the app with a new reload_generation in its user_config.
-
-    From a driver, serve.run gives the deployment a new code version each time, so Serve starts new
-    replicas (each reads the categories file at start) and stops the old ones; with one replica the
-    app is served through Serve's proxy meanwhile, which direct ingress lists while no replica runs.
-    (On Kubernetes, where the Serve config changes only user_config, replicas reconfigure in place.)
-    """
+    """(Re)deploy the app. Changing only user_config (reload_generation) reconfigures the running
+    replicas in place: each re-reads its categories file, no replica restarts (the deployment's
+    version is fixed by what the replicas are built from: deployment.build_app_with_options)."""
     from ray import serve
 
     from .deployment import build_app_with_options
