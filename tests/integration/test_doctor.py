@@ -69,7 +69,9 @@ def test_doctor_names_the_confusable_pair_first(vectors: tuple[CategoryConfig, n
     assert diagnosis.health[0].taken_by in ("billing", "payments")
     assert all(h.recall >= 0.8 for h in diagnosis.health if h.name in ("astronomy", "cooking", "gardening"))
     assert 0.6 <= diagnosis.expected_accuracy < 1.0 and 0.0 <= diagnosis.expected_ece <= 1.0
+    assert 0.0 < diagnosis.expected_ece_if_calibrated < 0.3  # a few dozen examples: sampling noise alone shows
     text = render(diagnosis)
+    assert f"a perfectly calibrated model would show about {diagnosis.expected_ece_if_calibrated:.3f}" in text
     assert "billing / payments" in text.replace("payments / billing", "billing / payments") and "confusable" in text
 
 
@@ -89,6 +91,7 @@ def test_doctor_cli_prints_the_table_and_writes_a_report(categories_file: Path, 
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert "## Confusable categories" in done.stdout and "On your 3 labelled queries" in done.stdout
+    assert "if perfectly calibrated" in done.stdout
     assert (tmp_path / "report" / "doctor.md").read_text().startswith("# Categories doctor")
     report = json.loads((tmp_path / "report" / "doctor.json").read_text())
     assert {report["pairs"][0]["first"], report["pairs"][0]["second"]} == {"billing", "payments"}

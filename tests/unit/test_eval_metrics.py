@@ -1,10 +1,12 @@
-"""eval's per-tag accuracy and its figures at the router's confidence threshold, on predictions made up here."""
+"""eval's per-tag accuracy, its figures at the router's confidence threshold and the ECE it is read against,
+on predictions made up here."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from mcp_classifier.evaluation.metrics import Evaluation, Prediction, evaluate
+from mcp_classifier.evaluation.metrics import Evaluation, Prediction, calibrated_ece, evaluate, expected_calibration_error
 from mcp_classifier.evaluation.report import summary_table
 
 TRUTH = ["math", "math", "history", "history", "science", "science"]
@@ -37,3 +39,26 @@ def test_the_summary_shows_the_threshold_and_every_tag() -> None:
     table = summary_table([_evaluation(0.5)])
     assert "answered (confidence ≥ 0.5)" in table and "66.7%" in table and "100.0%" in table
     assert "chat (n=1)" in table and "noisy (n=2)" in table and "terse (n=2)" in table
+
+
+def test_ece_if_calibrated_is_the_noise_a_calibrated_model_shows_on_that_many_items() -> None:
+    rng = np.random.default_rng(7)
+    small = rng.uniform(0.5, 1.0, 60)
+    large = rng.uniform(0.5, 1.0, 6000)
+    # sixty queries: a model that is right exactly as often as it says still shows an ECE near 0.1
+    assert 0.06 < calibrated_ece(small) < 0.15
+    assert calibrated_ece(large) < 0.02  # the bias shrinks with the set
+    assert calibrated_ece(np.ones(40)) == 0.0  # certain and always right: nothing to draw
+    assert calibrated_ece(small) == calibrated_ece(small)  # a fixed seed: the same report every run
+    # a truly calibrated draw lands near the floor; a model 0.3 over-confident lands far above it
+    honest = [expected_calibration_error(small, rng.random(60) < small)[0] for _ in range(50)]
+    assert abs(float(np.mean(honest)) - calibrated_ece(small)) < 0.02
+    overconfident = expected_calibration_error(small, rng.random(60) < small - 0.3)[0]
+    assert overconfident > calibrated_ece(small) + 0.15
+
+
+def test_the_summary_shows_the_ece_beside_its_calibrated_floor() -> None:
+    e = _evaluation(None)
+    assert e.ece_if_calibrated == pytest.approx(calibrated_ece(np.array([c for _, c in PREDICTED])))
+    table = summary_table([e])
+    assert "| ECE | ECE if calibrated |" in table and f"| {e.ece:.3f} | {e.ece_if_calibrated:.3f} |" in table

@@ -25,7 +25,7 @@ from ..core.categories import CategoryConfig
 from ..core.fusion import LexicalMode, fit_category_scorer
 from ..core.index import category_texts
 from ..core.scorers import ScoringMethod, centroids, stratified_folds
-from .metrics import expected_calibration_error
+from .metrics import calibrated_ece, expected_calibration_error
 
 MIN_FOLDS, MAX_FOLDS = 2, 5
 CONFUSABLE_SIMILARITY = 0.75  # centroid cosine above which two categories are flagged even without confusions
@@ -65,6 +65,7 @@ class Diagnosis:
     examples: int
     expected_accuracy: float
     expected_ece: float
+    expected_ece_if_calibrated: float  # the ECE a perfectly calibrated model would show on this many examples
     pairs: list[Pair]
     misvotes: list[Misvote]
     health: list[CategoryHealth]  # weakest first
@@ -133,16 +134,30 @@ def diagnose(
         )
     health.sort(key=lambda h: (h.recall, h.examples))
     fitted = fit_category_scorer(method, example_vectors, texts, labels, description_vectors, words_of, lexical)
-    diagnosis = Diagnosis(method, folds, n, len(labels), float(correct.mean()), ece, pairs[:PAIRS_LISTED], misvotes, health, fitted.method)
+    diagnosis = Diagnosis(
+        method,
+        folds,
+        n,
+        len(labels),
+        float(correct.mean()),
+        ece,
+        calibrated_ece(confidence),
+        pairs[:PAIRS_LISTED],
+        misvotes,
+        health,
+        fitted.method,
+    )
     if query_vectors is not None and query_labels is not None and query_texts is not None:
         query_probabilities = fitted.probabilities(query_vectors, query_texts)
         truth = np.array([names.index(label) for label in query_labels])
         query_correct = query_probabilities.argmax(axis=1) == truth
-        query_ece, _ = expected_calibration_error(query_probabilities.max(axis=1), query_correct)
+        query_confidence = query_probabilities.max(axis=1)
+        query_ece, _ = expected_calibration_error(query_confidence, query_correct)
         diagnosis.queries = {
             "n": len(truth),
             "accuracy": float(query_correct.mean()),
             "ece": query_ece,
+            "ece_if_calibrated": calibrated_ece(query_confidence),
             "errors": [
                 {"text": text, "expected": query_labels[i], "predicted": names[int(query_probabilities[i].argmax())]}
                 for i, text in enumerate(query_texts)
@@ -156,13 +171,17 @@ def diagnose(
 def render(d: Diagnosis) -> str:
     """The terminal (and Markdown) report."""
     lines = [
-        f"Expected accuracy {d.expected_accuracy:.1%} and ECE {d.expected_ece:.3f} on queries like your examples "
+        f"Expected accuracy {d.expected_accuracy:.1%} and ECE {d.expected_ece:.3f} "
+        f"(a perfectly calibrated model would show about {d.expected_ece_if_calibrated:.3f} on this many) on queries like your examples "
         f"({d.folds}-fold cross-validation over {d.examples} examples in {d.categories} categories, scoring method {d.method}"
         + (f", which picks {d.chosen_method} on all of them" if d.chosen_method and d.chosen_method != d.method else "")
         + ").",
     ]
     if d.queries:
-        lines.append(f"On your {d.queries['n']} labelled queries: accuracy {d.queries['accuracy']:.1%}, ECE {d.queries['ece']:.3f}.")
+        lines.append(
+            f"On your {d.queries['n']} labelled queries: accuracy {d.queries['accuracy']:.1%}, ECE {d.queries['ece']:.3f} "
+            f"(about {d.queries['ece_if_calibrated']:.3f} if perfectly calibrated)."
+        )
     lines += [
         "",
         "## Confusable categories",

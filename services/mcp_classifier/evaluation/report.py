@@ -9,6 +9,10 @@ from pathlib import Path
 from .metrics import Evaluation
 
 MAX_ERRORS_LISTED = 25
+ECE_NOTE = (
+    'ECE uses ten equal-width confidence bins. "ECE if calibrated" is what a perfectly calibrated model '
+    "would show with the same confidences on this many items; an ECE near it is sampling noise, not miscalibration."
+)
 
 
 def _percent(value: float | None) -> str:
@@ -19,12 +23,12 @@ def summary_table(evaluations: list[Evaluation]) -> str:
     threshold = next((e.threshold for e in evaluations if e.threshold is not None), None)
     at = f" (confidence ≥ {threshold:g})" if threshold is not None else ""
     lines = [
-        f"| system | n | accuracy | macro-F1 | ECE | use_reasoning right | answered{at} | accuracy when answered |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        f"| system | n | accuracy | macro-F1 | ECE | ECE if calibrated | use_reasoning right | answered{at} | accuracy when answered |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for e in evaluations:
         lines.append(
-            f"| {e.system} | {e.n} | {e.accuracy:.1%} | {e.macro_f1:.3f} | {e.ece:.3f} | {_percent(e.reasoning_accuracy)} "
+            f"| {e.system} | {e.n} | {e.accuracy:.1%} | {e.macro_f1:.3f} | {e.ece:.3f} | {e.ece_if_calibrated:.3f} | {_percent(e.reasoning_accuracy)} "
             f"| {_percent(e.answered_share)} | {_percent(e.answered_accuracy)} |"
         )
     tags = sorted({t for e in evaluations for t in e.per_tag})
@@ -111,7 +115,7 @@ def write_figures(evaluations: list[Evaluation], out_dir: Path) -> dict[str, str
 def write_report(evaluations: list[Evaluation], out_dir: Path, data_name: str) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     figures = write_figures(evaluations, out_dir)
-    parts = [f"# Classification report: {data_name}", "", summary_table(evaluations), ""]
+    parts = [f"# Classification report: {data_name}", "", summary_table(evaluations), "", ECE_NOTE, ""]
     if "reliability" in figures:
         parts += ["![reliability diagram](reliability.png)", ""]
     else:
