@@ -259,7 +259,7 @@ def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_eval_tools(settings: Settings, args: argparse.Namespace) -> int:
     from .evaluation.dataset import DatasetError
-    from .evaluation.tool_retrieval import load_tool_set, render, score, system_rankings
+    from .evaluation.tool_retrieval import load_tool_set, render, render_slices, score, system_rankings
     from .wiring import build_classifier
 
     tools_path = args.tools or args.queries.with_name("tools.json")
@@ -277,10 +277,14 @@ def cmd_eval_tools(settings: Settings, args: argparse.Namespace) -> int:
             rankings["hybrid"],
             queries,
         ),
+        score("hybrid without the action words (tool_actions)", rankings["hybrid-plain"], queries),
         score(f"embeddings {settings.model} alone" + served * (settings.tool_ranking == "embedding"), rankings["embedding"], queries),
-        score("BM25 (rank-bm25), same tool texts", rankings["bm25"], queries),
+        score("BM25 (rank-bm25), the tools' own words", rankings["bm25"], queries),
+        score("BM25 with the action words", rankings["bm25-actions"], queries),
     ]
     print(render(scores, len(tools)))
+    print()
+    print(render_slices(rankings, queries))
     return 0
 
 

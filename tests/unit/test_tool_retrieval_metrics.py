@@ -9,7 +9,15 @@ import numpy as np
 import pytest
 
 from mcp_classifier.evaluation.dataset import DatasetError
-from mcp_classifier.evaluation.tool_retrieval import RetrievalQuery, load_tool_set, render, score, system_rankings
+from mcp_classifier.evaluation.tool_retrieval import (
+    RetrievalQuery,
+    load_tool_set,
+    query_slices,
+    render,
+    render_slices,
+    score,
+    system_rankings,
+)
 from tests.support.fake_backend import bag_of_words_vector
 
 QUERIES = [RetrievalQuery("q1", ("a",)), RetrievalQuery("q2", ("b", "c"))]
@@ -36,7 +44,7 @@ def test_every_system_ranks_the_tool_that_shares_the_words_first() -> None:
         {"name": "jira__create_issue", "description": "Create a Jira issue."},
     ]
     rankings = system_rankings(tools, [RetrievalQuery("post a message on slack", ("slack__post_message",))], fake_embed, 8192, 0.3)
-    assert set(rankings) == {"hybrid", "embedding", "bm25"}
+    assert set(rankings) == {"hybrid", "hybrid-plain", "embedding", "bm25", "bm25-actions"}
     for system, (ranking,) in rankings.items():
         assert ranking[0] == "slack__post_message", system
         assert sorted(ranking) == sorted(t["name"] for t in tools), system
@@ -47,3 +55,41 @@ def test_a_query_naming_an_unknown_tool_is_refused(tmp_path: Path) -> None:
     (tmp_path / "q.jsonl").write_text(json.dumps({"query": "hi", "relevant": ["nope"]}) + "\n")
     with pytest.raises(DatasetError, match="nope"):
         load_tool_set(tmp_path / "q.jsonl", tmp_path / "tools.json")
+
+
+def test_the_action_words_let_bm25_match_a_verb_the_tool_never_says() -> None:
+    tools = [
+        {"name": "tracker__list_issues", "description": "List the issues of a project."},
+        {"name": "tracker__create_issue", "description": "Create an issue in a project."},
+        {"name": "tracker__get_issue", "description": "Get one issue of a project by its number."},
+    ]
+    query = RetrievalQuery("file bug: login page broken", ("tracker__create_issue",))
+    rankings = system_rankings(tools, [query], fake_embed, 8192, 0.3)
+    assert rankings["bm25-actions"][0][0] == "tracker__create_issue"  # "file" is how people say create
+    assert rankings["bm25"][0][0] != "tracker__create_issue"  # the tools' own words tie on "issue"
+    wipe = RetrievalQuery("wipe issue 7", ("tracker__delete_issue",))
+    tools.append({"name": "tracker__delete_issue", "description": "Delete an issue."})
+    assert system_rankings(tools, [wipe], fake_embed, 8192, 0.3)["bm25-actions"][0][0] == "tracker__delete_issue"
+
+
+def test_slices_split_by_tool_count_and_whether_the_query_names_the_server() -> None:
+    queries = [
+        RetrievalQuery("list my asana tasks", ("asana__list_tasks",)),
+        RetrievalQuery("what's on my plate today", ("asana__list_tasks",)),
+        RetrievalQuery("post it in slack and file a ticket", ("slack__post_message", "jira__create_issue")),
+    ]
+    slices = query_slices(queries)
+    assert slices == {"needs one tool": [0, 1], "needs two or more": [2], "names the server": [0, 2], "does not name it": [1]}
+    rankings = {
+        "hybrid": [["asana__list_tasks"], ["x"], ["slack__post_message", "jira__create_issue"]],
+        "embedding": [["x"], ["x"], ["slack__post_message"]],
+        "bm25": [["asana__list_tasks"], ["asana__list_tasks"], ["x"]],
+    }
+    table = render_slices(rankings, queries)
+    assert "| needs one tool | 2 | 0.500 | 0.000 | 1.000 |" in table
+    assert "| needs two or more | 1 | 1.000 | 0.500 | 0.000 |" in table
+    assert "| does not name it | 1 | 0.000 | 0.000 | 1.000 |" in table
+
+
+def test_without_server_prefixes_only_the_tool_count_slices_are_given() -> None:
+    assert set(query_slices([RetrievalQuery("forecast", ("forecast",))])) == {"needs one tool"}

@@ -83,18 +83,63 @@ def system_rankings(
     max_chars: int,
     lexical_weight: float,
 ) -> dict[str, list[list[str]]]:
-    """Each system's rankings, keyed "hybrid", "embedding" and "bm25", from one pass of the encoder."""
+    """Each system's rankings from one pass of the encoder, keyed "hybrid" (what the service does),
+    "hybrid-plain" (the same without the action words in the keyword text), "embedding", "bm25" (the
+    tools' own words: the baseline) and "bm25-actions" (with the action words)."""
     names = [t["name"] for t in tools]
     summaries, texts = zip(*(tool_texts(t, max_chars) for t in tools))
+    plain_texts = [tool_texts(t, max_chars, with_action_words=False)[1] for t in tools]
     documents = embed(list(summaries), "document")
     cosines = embed([q.query for q in queries], "query") @ documents.T
-    index = LexicalIndexes(capacity=1)
+    index = LexicalIndexes(capacity=2)
     lexical = np.vstack([index.scores(texts, q.query[:max_chars]) for q in queries])
+    plain = np.vstack([index.scores(plain_texts, q.query[:max_chars]) for q in queries])
     return {
         "hybrid": _ranked(names, fuse(cosines, lexical, lexical_weight)),
+        "hybrid-plain": _ranked(names, fuse(cosines, plain, lexical_weight)),
         "embedding": _ranked(names, cosines),
-        "bm25": _ranked(names, lexical),
+        "bm25": _ranked(names, plain),
+        "bm25-actions": _ranked(names, lexical),
     }
+
+
+SLICE_SYSTEMS = ("hybrid", "embedding", "bm25")
+
+
+def query_slices(queries: Sequence[RetrievalQuery]) -> dict[str, list[int]]:
+    """Groups of queries that differ in how hard they are, so sets written in different styles compare.
+
+    A query that says the server's name ("which asana workspaces…") is easier than one that does
+    not, and a request needing two tools is harder than one needing one. The server is the prefix
+    before `__` in a tool's name, the way MCP gateways namespace tools; without such prefixes only
+    the tool-count slices are given.
+    """
+    slices: dict[str, list[int]] = {"needs one tool": [], "needs two or more": []}
+    for i, query in enumerate(queries):
+        slices["needs one tool" if len(query.relevant) == 1 else "needs two or more"].append(i)
+    if all("__" in name for query in queries for name in query.relevant):
+        named: list[int] = []
+        unnamed: list[int] = []
+        for i, query in enumerate(queries):
+            text = query.query.lower().replace("_", " ")
+            servers = {name.split("__", 1)[0].lower().replace("_", " ") for name in query.relevant}
+            (named if any(server in text for server in servers) else unnamed).append(i)
+        slices["names the server"] = named
+        slices["does not name it"] = unnamed
+    return {name: members for name, members in slices.items() if members}
+
+
+def render_slices(rankings: dict[str, list[list[str]]], queries: Sequence[RetrievalQuery]) -> str:
+    """Recall@5 of each system per slice: where the ranking wins and loses."""
+    lines = [
+        "| slice | queries | " + " | ".join(f"{system} recall@5" for system in SLICE_SYSTEMS) + " |",
+        "|---|---:|" + "---:|" * len(SLICE_SYSTEMS),
+    ]
+    for name, members in query_slices(queries).items():
+        subset = [queries[i] for i in members]
+        cells = [f"{score(system, [rankings[system][i] for i in members], subset).recall[5]:.3f}" for system in SLICE_SYSTEMS]
+        lines.append(f"| {name} | {len(members)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def render(scores: Sequence[RetrievalScore], tools: int) -> str:

@@ -3,7 +3,8 @@
 Measured on two tool-retrieval sets written for this project (docs/tool-retrieval), a small sentence
 encoder ranks better when it sees a tool's name and description alone: parameter lists dilute a
 mean-pooled vector. The parameters still count, through BM25 over the full text, which also catches
-the exact words (product names, ids, verbs) an encoder blurs. `hybrid` adds the two rankings as
+the exact words (product names, ids, verbs) an encoder blurs, and the everyday verbs for the actions
+the tool's name says (tool_actions: "file a bug" finds create_issue). `hybrid` adds the two rankings as
 per-query z-scores; `embedding` is the pure cosine order.
 """
 
@@ -17,6 +18,7 @@ import numpy as np
 from rank_bm25 import BM25Okapi
 
 from ..core.lexical import bm25_index, words, zscores
+from .tool_actions import action_words
 from .tools import ToolError
 
 ToolRanking = Literal["hybrid", "embedding"]
@@ -44,23 +46,26 @@ def _description(fields: dict[str, Any]) -> str | None:
     return description.strip() if isinstance(description, str) and description.strip() else None
 
 
-def tool_texts(tool: dict[str, Any], max_chars: int) -> tuple[str, str]:
+def tool_texts(tool: dict[str, Any], max_chars: int, with_action_words: bool = True) -> tuple[str, str]:
     """(summary, full text) from one read of the tool's fields.
 
     The summary is what the encoder embeds: the name (also spelled as words) and the description.
-    The full text is what BM25 matches: the summary, then each parameter's name and description.
+    The full text is what BM25 matches: the summary, the everyday words for the actions in the
+    tool's name (tool_actions), then each parameter's name and description.
     """
     fields = tool_fields(tool)
     summary = ". ".join(p for p in (_name_heading(fields["name"]), _description(fields)) if p)
+    actions = action_words(fields["name"]) if with_action_words else ""
+    keyword_text = f"{summary}. Asked as: {actions}" if actions else summary
     schema = fields.get("inputSchema") or fields.get("input_schema") or fields.get("parameters") or {}
     properties = schema.get("properties") if isinstance(schema, dict) else None
     if not isinstance(properties, dict) or not properties:
-        return summary[:max_chars], summary[:max_chars]
+        return summary[:max_chars], keyword_text[:max_chars]
     described = []
     for param, spec in list(properties.items())[:PARAMETERS_LISTED]:
         description = spec.get("description") if isinstance(spec, dict) else None
         described.append(f"{param}: {description}" if isinstance(description, str) and description else str(param))
-    return summary[:max_chars], f"{summary}. Parameters: {'; '.join(described)}"[:max_chars]
+    return summary[:max_chars], f"{keyword_text}. Parameters: {'; '.join(described)}"[:max_chars]
 
 
 def tool_summary(tool: dict[str, Any], max_chars: int) -> str:
