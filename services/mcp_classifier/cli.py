@@ -259,7 +259,8 @@ def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_eval_tools(settings: Settings, args: argparse.Namespace) -> int:
     from .evaluation.dataset import DatasetError
-    from .evaluation.tool_retrieval import load_tool_set, render, render_slices, score, system_rankings
+    from .evaluation.tool_retrieval import load_tool_set, rank_all, render, render_served, render_slices, score, served_outcome
+    from .protocol.tool_filter import DEFAULT_THRESHOLD, DEFAULT_TOP_K, default_threshold_for
     from .wiring import build_classifier
 
     tools_path = args.tools or args.queries.with_name("tools.json")
@@ -269,7 +270,8 @@ def cmd_eval_tools(settings: Settings, args: argparse.Namespace) -> int:
         raise CliError(f"eval-tools: {exc}") from exc
     print(f"eval-tools: {len(queries)} queries over {len(tools)} tools ({tools_path})", file=sys.stderr)
     classifier = build_classifier(settings)
-    rankings = system_rankings(tools, queries, classifier.embed, settings.max_text_length, settings.tool_lexical_weight)
+    ranked = rank_all(tools, queries, classifier.embed, settings.max_text_length, settings.tool_lexical_weight)
+    rankings = ranked.rankings
     served = f" (tool_ranking={settings.tool_ranking}: what the service ranks with)"
     scores = [
         score(
@@ -285,6 +287,10 @@ def cmd_eval_tools(settings: Settings, args: argparse.Namespace) -> int:
     print(render(scores, len(tools)))
     print()
     print(render_slices(rankings, queries))
+    default_threshold = settings.tool_threshold if settings.tool_threshold is not None else default_threshold_for(settings.model)
+    thresholds = sorted({default_threshold, DEFAULT_THRESHOLD, -1.0})
+    print()
+    print(render_served([served_outcome(ranked, queries, DEFAULT_TOP_K, t) for t in thresholds], DEFAULT_TOP_K, default_threshold))
     return 0
 
 

@@ -191,6 +191,13 @@ class Settings(BaseSettings):
     tool_lexical_weight: float = Field(
         0.3, ge=0, le=1, description="hybrid ranking: the BM25 share of the order (the cosine has the rest)."
     )
+    tool_threshold: float | None = Field(
+        None,
+        ge=-1,
+        le=1,
+        description="select_tools' cosine threshold when a caller gives none. Unset: the model's measured default "
+        "(0.1 for builtin:minilm, whose cosines run low) or 0.3, LiteLLM's, for other models.",
+    )
     tool_lexical_indexes: int = Field(64, ge=0, description="hybrid ranking: BM25 indexes of recent tool lists kept in process (LRU).")
     max_body_bytes: int = Field(1_048_576, ge=1024, description="Largest HTTP request body accepted (413 beyond).")
     log_level: Literal["debug", "info", "warning", "error", "critical"] = Field("info", description="Log level (logs go to stderr).")

@@ -15,7 +15,7 @@ from .cache.embeddings import ToolEmbeddings
 from .core.build import build_classifier, fill_local_threading, model_calls_in_flight
 from .protocol.classify_tools import register_classification_tools
 from .protocol.dispatcher import McpDispatcher
-from .protocol.tool_filter import ToolFilter, register_tool_filter
+from .protocol.tool_filter import ToolFilter, default_threshold_for, register_tool_filter
 from .protocol.tools import ToolRegistry
 from .settings import Settings
 from .telemetry import GatewayMetrics
@@ -119,6 +119,7 @@ def build_tool_filter(settings: Settings, backend: ClassificationBackend, link: 
         ranking=settings.tool_ranking,
         lexical_weight=settings.tool_lexical_weight,
         lexical_indexes=settings.tool_lexical_indexes,
+        default_threshold=settings.tool_threshold if settings.tool_threshold is not None else default_threshold_for(settings.model),
     )
 
 

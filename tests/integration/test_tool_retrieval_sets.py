@@ -1,7 +1,7 @@
 """The shipped tool ranking on the project's three tool-retrieval sets, with the real builtin:minilm.
 
 Guards what docs/tool-retrieval reports: hybrid ranks better than either of its parts on every set,
-the action words never cost recall@5, and on the set written independently after the method was fixed
+the action words never cost recall@5, the default threshold leaves no request without tools, and on the set written independently after the method was fixed
 hybrid meets the issue's recall@5 ≥ 0.90. The model is deterministic on CPU, so these are exact reruns
 of the documented figures, not samples.
 """
@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from mcp_classifier.cli import main
-from mcp_classifier.evaluation.tool_retrieval import load_tool_set, score, system_rankings
+from mcp_classifier.evaluation.tool_retrieval import load_tool_set, rank_all, score, served_outcome
+from mcp_classifier.protocol.tool_filter import DEFAULT_TOP_K, default_threshold_for
 from mcp_classifier.settings import Settings
 from mcp_classifier.wiring import build_classifier
 
@@ -33,12 +34,16 @@ def embed() -> Embed:
 def test_hybrid_beats_its_parts_and_the_action_words_cost_nothing(embed: Embed, name: str) -> None:
     settings = Settings()
     tools, queries = load_tool_set(DOCS / name / "queries.jsonl", DOCS / name / "tools.json")
-    rankings = system_rankings(tools, queries, embed, settings.max_text_length, settings.tool_lexical_weight)
-    recall5 = {system: score(system, ranked, queries).recall[5] for system, ranked in rankings.items()}
+    ranked = rank_all(tools, queries, embed, settings.max_text_length, settings.tool_lexical_weight)
+    recall5 = {system: score(system, ranking, queries).recall[5] for system, ranking in ranked.rankings.items()}
     assert recall5["hybrid"] > recall5["bm25"], recall5
     assert recall5["hybrid"] > recall5["embedding"], recall5
     assert recall5["hybrid"] >= recall5["hybrid-plain"], recall5
     assert recall5["bm25-actions"] >= recall5["bm25"], recall5
+    # what a caller with the defaults gets: the model's threshold costs almost nothing and leaves no request toolless
+    served = served_outcome(ranked, queries, DEFAULT_TOP_K, default_threshold_for(settings.model))
+    unthresholded = served_outcome(ranked, queries, DEFAULT_TOP_K, -1.0)
+    assert served.empty == 0 and served.recall >= unthresholded.recall - 0.015, (served, unthresholded)
 
 
 def test_eval_tools_reports_the_target_met_on_the_independent_set(capsys: pytest.CaptureFixture[str]) -> None:

@@ -12,6 +12,7 @@ from rank_bm25 import BM25Okapi
 
 from mcp_classifier.backend.base import BackendUnavailable
 from mcp_classifier.cache.embeddings import ToolEmbeddings
+from mcp_classifier.protocol.tool_filter import default_threshold_for
 from mcp_classifier.protocol.tool_ranking import tool_summary, tool_text
 from mcp_classifier.settings import Settings
 from mcp_classifier.transports.http import create_app
@@ -199,3 +200,39 @@ def test_concurrent_query_embeddings_share_backend_calls_and_each_gets_its_own_v
     assert sorted(t for call in calls for t in call) == sorted(queries)
     for query, vector in zip(queries, vectors):
         assert np.allclose(vector, bag_of_words_vector(query))
+
+
+def _gateway(settings: Settings) -> Any:
+    backend = FakeBackend()
+    tool_filter = build_tool_filter(settings, backend)
+    app = create_app(
+        build_dispatcher(settings, backend, tool_filter), backend, max_body_bytes=DEFAULT_MAX_BODY_BYTES, tool_filter=tool_filter
+    )
+    return asgi_client(app)
+
+
+def _threshold_default(client: httpx.Client) -> float:
+    listed = client.post("/mcp/tools/list", json={}).json()["tools"]
+    return next(t for t in listed if t["name"] == "select_tools")["inputSchema"]["properties"]["threshold"]["default"]
+
+
+def test_a_caller_without_a_threshold_gets_the_models_measured_default_on_both_doors() -> None:
+    query = "post the forecast to the team channel"  # fake cosines: slack 0.29, weather 0.20, the others 0
+    with _gateway(Settings()) as client:  # builtin:minilm: its cosines run low, its default is 0.1
+        assert _threshold_default(client) == pytest.approx(0.1)
+        names = [t["name"] for t in select(client, {"query": query, "tools": TOOLS})["structuredContent"]["tools"]]
+        assert names == ["slack__post_message", "weather__forecast"]
+        filtered = client.post("/v1/tools/filter", json={"query": query, "tools": TOOLS}).json()["tools"]
+        assert [t["name"] for t in filtered] == names
+        strict = select(client, {"query": query, "tools": TOOLS, "threshold": 0.3})["structuredContent"]
+        assert strict["tools"] == []  # a caller's own threshold still rules
+    with _gateway(Settings(tool_threshold=0.25)) as client:  # the operator's setting wins over the model's default
+        assert _threshold_default(client) == pytest.approx(0.25)
+        assert [t["name"] for t in select(client, {"query": query, "tools": TOOLS})["structuredContent"]["tools"]] == [
+            "slack__post_message"
+        ]
+
+
+def test_models_without_a_measured_threshold_get_litellms_default() -> None:
+    assert default_threshold_for("Qwen/Qwen3-Embedding-0.6B") == pytest.approx(0.3)
+    assert default_threshold_for("builtin:minilm") < default_threshold_for("Qwen/Qwen3-Embedding-0.6B")

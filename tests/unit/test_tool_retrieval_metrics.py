@@ -10,12 +10,15 @@ import pytest
 
 from mcp_classifier.evaluation.dataset import DatasetError
 from mcp_classifier.evaluation.tool_retrieval import (
+    RankedSet,
     RetrievalQuery,
     load_tool_set,
     query_slices,
     render,
+    render_served,
     render_slices,
     score,
+    served_outcome,
     system_rankings,
 )
 from tests.support.fake_backend import bag_of_words_vector
@@ -93,3 +96,19 @@ def test_slices_split_by_tool_count_and_whether_the_query_names_the_server() -> 
 
 def test_without_server_prefixes_only_the_tool_count_slices_are_given() -> None:
     assert set(query_slices([RetrievalQuery("forecast", ("forecast",))])) == {"needs one tool"}
+
+
+def test_what_a_caller_gets_is_the_hybrid_order_cut_at_the_cosine_threshold_and_top_k() -> None:
+    ranked = RankedSet(
+        names=["a", "b", "c"],
+        rankings={"hybrid": [["b", "a", "c"], ["c", "a", "b"]]},
+        cosines=np.array([[0.25, 0.5, 0.05], [0.2, 0.1, 0.12]]),
+    )
+    queries = [RetrievalQuery("q1", ("a",)), RetrievalQuery("q2", ("a", "b"))]
+    loose = served_outcome(ranked, queries, top_k=2, threshold=0.1)
+    assert (loose.recall, loose.mean_kept, loose.empty) == (pytest.approx((1 + 0.5) / 2), 2.0, 0)  # q2: c, a within top 2
+    strict = served_outcome(ranked, queries, top_k=2, threshold=0.3)
+    assert (strict.recall, strict.mean_kept, strict.empty) == (0.0, 0.5, 1)  # q1 keeps b only; q2 keeps nothing
+    table = render_served([loose, strict], 2, 0.1)
+    assert "| threshold 0.1 (the default for this model) | 0.750 | 2.0 | 0 |" in table
+    assert "| threshold 0.3 | 0.000 | 0.5 | 1 |" in table

@@ -76,13 +76,20 @@ def _ranked(names: Sequence[str], scores: np.ndarray) -> list[list[str]]:
     return [[names[i] for i in np.argsort(-row, kind="stable")] for row in scores]
 
 
-def system_rankings(
+@dataclass(frozen=True)
+class RankedSet:
+    names: list[str]
+    rankings: dict[str, list[list[str]]]
+    cosines: np.ndarray  # queries x tools: what the service's threshold compares against
+
+
+def rank_all(
     tools: Sequence[dict[str, Any]],
     queries: Sequence[RetrievalQuery],
     embed: Callable[[list[str], str], np.ndarray],
     max_chars: int,
     lexical_weight: float,
-) -> dict[str, list[list[str]]]:
+) -> RankedSet:
     """Each system's rankings from one pass of the encoder, keyed "hybrid" (what the service does),
     "hybrid-plain" (the same without the action words in the keyword text), "embedding", "bm25" (the
     tools' own words: the baseline) and "bm25-actions" (with the action words)."""
@@ -94,13 +101,60 @@ def system_rankings(
     index = LexicalIndexes(capacity=2)
     lexical = np.vstack([index.scores(texts, q.query[:max_chars]) for q in queries])
     plain = np.vstack([index.scores(plain_texts, q.query[:max_chars]) for q in queries])
-    return {
+    rankings = {
         "hybrid": _ranked(names, fuse(cosines, lexical, lexical_weight)),
         "hybrid-plain": _ranked(names, fuse(cosines, plain, lexical_weight)),
         "embedding": _ranked(names, cosines),
         "bm25": _ranked(names, plain),
         "bm25-actions": _ranked(names, lexical),
     }
+    return RankedSet(names, rankings, cosines)
+
+
+def system_rankings(
+    tools: Sequence[dict[str, Any]],
+    queries: Sequence[RetrievalQuery],
+    embed: Callable[[list[str], str], np.ndarray],
+    max_chars: int,
+    lexical_weight: float,
+) -> dict[str, list[list[str]]]:
+    return rank_all(tools, queries, embed, max_chars, lexical_weight).rankings
+
+
+@dataclass(frozen=True)
+class ServedOutcome:
+    threshold: float
+    recall: float
+    mean_kept: float
+    empty: int  # requests that got no tool at all
+
+
+def served_outcome(ranked: RankedSet, queries: Sequence[RetrievalQuery], top_k: int, threshold: float) -> ServedOutcome:
+    """What a caller of select_tools gets: the hybrid order, cut at the threshold (on the cosine) and at top_k.
+
+    Recall@k alone hides the threshold: with a threshold above a model's usual cosines, a good ranking
+    still hands the router fewer tools than it needs, or none.
+    """
+    column = {name: i for i, name in enumerate(ranked.names)}
+    recall, kept = [], []
+    for row, (ranking, query) in enumerate(zip(ranked.rankings["hybrid"], queries)):
+        selected = [name for name in ranking if ranked.cosines[row, column[name]] >= threshold][:top_k]
+        recall.append(len(set(selected) & set(query.relevant)) / len(query.relevant))
+        kept.append(len(selected))
+    return ServedOutcome(threshold, float(np.mean(recall)), float(np.mean(kept)), sum(1 for k in kept if k == 0))
+
+
+def render_served(outcomes: Sequence[ServedOutcome], top_k: int, default_threshold: float) -> str:
+    lines = [
+        f"| what a caller gets (hybrid, top_k {top_k}) | recall | tools kept (mean) | requests left with no tool |",
+        "|---|---:|---:|---:|",
+    ]
+    for o in outcomes:
+        label = ("no threshold (-1)" if o.threshold <= -1 else f"threshold {o.threshold:g}") + (
+            " (the default for this model)" if o.threshold == default_threshold else ""
+        )
+        lines.append(f"| {label} | {o.recall:.3f} | {o.mean_kept:.1f} | {o.empty} |")
+    return "\n".join(lines)
 
 
 SLICE_SYSTEMS = ("hybrid", "embedding", "bm25")

@@ -37,7 +37,7 @@ class ToolFilterHook(CustomLogger):
         *,
         api_key: str | None = None,
         top_k: int = 10,
-        threshold: float = 0.3,
+        threshold: float | None = None,
         min_tools: int = 10,
         timeout_s: float = 1.0,
     ) -> None:
@@ -58,7 +58,7 @@ class ToolFilterHook(CustomLogger):
             env.get(ENV_PREFIX + "URL", "http://127.0.0.1:8080"),
             api_key=env.get(ENV_PREFIX + "API_KEY") or None,
             top_k=int(env.get(ENV_PREFIX + "TOP_K", "10")),
-            threshold=float(env.get(ENV_PREFIX + "THRESHOLD", "0.3")),
+            threshold=float(env[ENV_PREFIX + "THRESHOLD"]) if env.get(ENV_PREFIX + "THRESHOLD") else None,
             min_tools=int(env.get(ENV_PREFIX + "MIN_TOOLS", "10")),
             timeout_s=float(env.get(ENV_PREFIX + "TIMEOUT_S", "1.0")),
         )
@@ -78,7 +78,9 @@ class ToolFilterHook(CustomLogger):
 
     async def _filter(self, messages: Any, tools: list[Any]) -> tuple[list[Any] | None, str]:
         """(the kept tools, or None to keep them all; what happened)."""
-        body = {"messages": messages, "tools": tools, "top_k": self.top_k, "threshold": self.threshold}
+        body = {"messages": messages, "tools": tools, "top_k": self.top_k}
+        if self.threshold is not None:  # unset: the service's default, measured for its model
+            body["threshold"] = self.threshold
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         try:
             response = await self._client().post(self.url + FILTER_PATH, json=body, headers=headers, timeout=self.timeout_s)

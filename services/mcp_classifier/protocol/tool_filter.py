@@ -23,7 +23,18 @@ from .tools import Tool, ToolError, ToolRegistry
 log = logging.getLogger(__name__)
 
 DEFAULT_TOP_K = 10
-DEFAULT_THRESHOLD = 0.3
+DEFAULT_THRESHOLD = 0.3  # LiteLLM's similarity_threshold, on the cosine scale of larger embedding models
+# A model's cosines between a request and the tool it needs run on its own scale, so a threshold that
+# suits one model cuts another's relevant tools. Measured with eval-tools on the project's tool sets
+# (docs/tool-retrieval): MiniLM gives 29-33% of the needed tools a cosine under 0.3, so at 0.3 a caller
+# with the defaults got recall 0.68-0.72 and no tool at all for 17% of requests. 0.1 is the 5th
+# percentile of those cosines on the first set; it leaves recall within 0.01 of no threshold.
+MEASURED_DEFAULT_THRESHOLDS = {"builtin:minilm": 0.1}
+
+
+def default_threshold_for(model: str) -> float:
+    """The threshold a caller gets when they give none: measured for the model where we could, else LiteLLM's."""
+    return MEASURED_DEFAULT_THRESHOLDS.get(model, DEFAULT_THRESHOLD)
 
 
 class Embeddings(Protocol):
@@ -53,7 +64,7 @@ class FilterArguments:
     threshold: float
 
 
-def filter_arguments(arguments: dict[str, Any]) -> FilterArguments:
+def filter_arguments(arguments: dict[str, Any], default_threshold: float = DEFAULT_THRESHOLD) -> FilterArguments:
     """The query, top_k and threshold of select_tools and of POST /v1/tools/filter, checked alike at both doors.
 
     Integers as JSON Schema counts them (5.0 is 5); booleans are not numbers. ToolError names the problem.
@@ -63,7 +74,9 @@ def filter_arguments(arguments: dict[str, Any]) -> FilterArguments:
         top_k = int(top_k)
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ToolError("top_k must be an integer of at least 1")
-    threshold = arguments.get("threshold", DEFAULT_THRESHOLD)
+    threshold = arguments.get("threshold")
+    if threshold is None:
+        threshold = default_threshold
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not -1 <= threshold <= 1:
         raise ToolError("threshold must be a number from -1 to 1 (a cosine similarity)")
     return FilterArguments(query_from(arguments), top_k, float(threshold))
@@ -107,6 +120,7 @@ class ToolFilter:
         ranking: ToolRanking = "hybrid",
         lexical_weight: float = 0.3,
         lexical_indexes: int = 64,
+        default_threshold: float = DEFAULT_THRESHOLD,
     ) -> None:
         self.embeddings = embeddings
         self.max_text_length = max_text_length
@@ -114,6 +128,7 @@ class ToolFilter:
         self.ranking = ranking
         self.lexical_weight = lexical_weight
         self.lexical = LexicalIndexes(lexical_indexes)
+        self.default_threshold = default_threshold
 
     async def select(self, query: str, tools: Sequence[dict[str, Any]], top_k: int, threshold: float) -> Selection:
         """Raises ToolError for bad input; fails open (all tools, filtered False) on anything else."""
@@ -138,7 +153,7 @@ class ToolFilter:
         return Selection(kept, [float(scores[i]) for i in kept], len(tools), True)
 
 
-def select_tools_schema(max_tools: int) -> dict[str, Any]:
+def select_tools_schema(max_tools: int, default_threshold: float = DEFAULT_THRESHOLD) -> dict[str, Any]:
     return {
         "type": "object",
         "properties": {
@@ -150,7 +165,7 @@ def select_tools_schema(max_tools: int) -> dict[str, Any]:
                 "description": "MCP tools ({name, description, inputSchema}) or OpenAI tools ({type: function, function: {...}}).",
             },
             "top_k": {"type": "integer", "minimum": 1, "default": DEFAULT_TOP_K},
-            "threshold": {"type": "number", "minimum": -1, "maximum": 1, "default": DEFAULT_THRESHOLD},
+            "threshold": {"type": "number", "minimum": -1, "maximum": 1, "default": default_threshold},
         },
         "required": ["tools"],
         "additionalProperties": False,
@@ -159,7 +174,7 @@ def select_tools_schema(max_tools: int) -> dict[str, Any]:
 
 def register_tool_filter(registry: ToolRegistry, tool_filter: ToolFilter) -> None:
     async def select_tools(arguments: dict[str, Any]) -> dict[str, Any]:
-        tools, asked = arguments["tools"], filter_arguments(arguments)
+        tools, asked = arguments["tools"], filter_arguments(arguments, tool_filter.default_threshold)
         selection = await tool_filter.select(asked.query, tools, asked.top_k, asked.threshold)
         out: dict[str, Any] = {
             "tools": [{"name": tool_name(tools[i]), "score": s} for i, s in zip(selection.indices, selection.scores)]
@@ -180,7 +195,7 @@ def register_tool_filter(registry: ToolRegistry, tool_filter: ToolFilter) -> Non
             description="Rank a tool list (MCP or OpenAI tools) against a query, or the last user message of `messages`, "
             "and return the names of the top_k tools whose cosine similarity is at least threshold, best first, with "
             "their scores. If the embedding backend fails, every tool is returned with filtered=false and the reason.",
-            input_schema=select_tools_schema(tool_filter.max_tools),
+            input_schema=select_tools_schema(tool_filter.max_tools, tool_filter.default_threshold),
             output_schema={
                 "type": "object",
                 "properties": {

@@ -279,7 +279,7 @@ def _add_tool_filter_route(app: FastAPI, tool_filter: ToolFilter, max_body_bytes
                 raise JsonRpcError(INVALID_PARAMS, "the body must be an object with a `tools` list (and `query` or `messages`)")
             tools = body["tools"]
             try:
-                asked = filter_arguments(body)
+                asked = filter_arguments(body, tool_filter.default_threshold)
                 selection = await tool_filter.select(asked.query, tools, asked.top_k, asked.threshold)
             except ToolError as exc:
                 raise JsonRpcError(INVALID_PARAMS, str(exc)) from None
