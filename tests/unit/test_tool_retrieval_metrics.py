@@ -14,12 +14,12 @@ from mcp_classifier.evaluation.tool_retrieval import (
     RetrievalQuery,
     load_tool_set,
     query_slices,
+    rank_all,
     render,
     render_served,
     render_slices,
     score,
     served_outcome,
-    system_rankings,
 )
 from tests.support.fake_backend import bag_of_words_vector
 
@@ -46,7 +46,7 @@ def test_every_system_ranks_the_tool_that_shares_the_words_first() -> None:
         {"name": "slack__post_message", "description": "Post a message to a Slack channel."},
         {"name": "jira__create_issue", "description": "Create a Jira issue."},
     ]
-    rankings = system_rankings(tools, [RetrievalQuery("post a message on slack", ("slack__post_message",))], fake_embed, 8192, 0.3)
+    rankings = rank_all(tools, [RetrievalQuery("post a message on slack", ("slack__post_message",))], fake_embed, 8192, 0.3).rankings
     assert set(rankings) == {"hybrid", "hybrid-plain", "embedding", "bm25", "bm25-actions"}
     for system, (ranking,) in rankings.items():
         assert ranking[0] == "slack__post_message", system
@@ -67,12 +67,12 @@ def test_the_action_words_let_bm25_match_a_verb_the_tool_never_says() -> None:
         {"name": "tracker__get_issue", "description": "Get one issue of a project by its number."},
     ]
     query = RetrievalQuery("file bug: login page broken", ("tracker__create_issue",))
-    rankings = system_rankings(tools, [query], fake_embed, 8192, 0.3)
+    rankings = rank_all(tools, [query], fake_embed, 8192, 0.3).rankings
     assert rankings["bm25-actions"][0][0] == "tracker__create_issue"  # "file" is how people say create
     assert rankings["bm25"][0][0] != "tracker__create_issue"  # the tools' own words tie on "issue"
     wipe = RetrievalQuery("wipe issue 7", ("tracker__delete_issue",))
     tools.append({"name": "tracker__delete_issue", "description": "Delete an issue."})
-    assert system_rankings(tools, [wipe], fake_embed, 8192, 0.3)["bm25-actions"][0][0] == "tracker__delete_issue"
+    assert rank_all(tools, [wipe], fake_embed, 8192, 0.3).rankings["bm25-actions"][0][0] == "tracker__delete_issue"
 
 
 def test_slices_split_by_tool_count_and_whether_the_query_names_the_server() -> None:

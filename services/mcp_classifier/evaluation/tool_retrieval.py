@@ -111,16 +111,6 @@ def rank_all(
     return RankedSet(names, rankings, cosines)
 
 
-def system_rankings(
-    tools: Sequence[dict[str, Any]],
-    queries: Sequence[RetrievalQuery],
-    embed: Callable[[list[str], str], np.ndarray],
-    max_chars: int,
-    lexical_weight: float,
-) -> dict[str, list[list[str]]]:
-    return rank_all(tools, queries, embed, max_chars, lexical_weight).rankings
-
-
 @dataclass(frozen=True)
 class ServedOutcome:
     threshold: float
