@@ -34,7 +34,12 @@ from mcp_classifier.settings import Settings
 from mcp_classifier.wiring import build_classifier
 
 SEED_FIGURES = {10: "5–15 ms", 100: "50–150 ms", 1000: "500–1,500 ms"}  # LiteLLM's published latency, hosted embeddings
-QUERIES = ["is it going to rain in Oslo this weekend", "open a bug about the login page", "share the Q3 budget with finance"]
+QUERIES = [
+    "is it going to rain in Oslo this weekend",
+    "open a bug about the login page",
+    "share the Q3 budget with finance",
+    "find the Q3 budget in drive and then share it with finance",  # two asks: ranked whole and by part
+]
 _tags = itertools.count()
 
 

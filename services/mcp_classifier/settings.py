@@ -191,6 +191,11 @@ class Settings(BaseSettings):
     tool_lexical_weight: float = Field(
         0.3, ge=0, le=1, description="hybrid ranking: the BM25 share of the order (the cosine has the rest)."
     )
+    tool_query_clauses: bool = Field(
+        True,
+        description="hybrid ranking: also rank each part of a multi-part request ('find the ticket and post it to #ops') "
+        "and interleave the rankings, the whole request's first, so each part's best tool reaches the top.",
+    )
     tool_threshold: float | None = Field(
         None,
         ge=-1,

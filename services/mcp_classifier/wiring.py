@@ -119,6 +119,7 @@ def build_tool_filter(settings: Settings, backend: ClassificationBackend, link: 
         ranking=settings.tool_ranking,
         lexical_weight=settings.tool_lexical_weight,
         lexical_indexes=settings.tool_lexical_indexes,
+        query_clauses=settings.tool_query_clauses,
         default_threshold=settings.tool_threshold if settings.tool_threshold is not None else default_threshold_for(settings.model),
     )
 

@@ -75,21 +75,45 @@ def test_embedding_ranking_is_the_cosine_order_over_threshold_with_scores(setup:
     assert strict["tools"] == [] and strict["filtered"] is True  # nothing is similar enough
 
 
+def _fused(query: str, tools: list[dict[str, Any]]) -> np.ndarray:
+    """Independently: the cosine of the summaries and BM25 (rank-bm25) over the full texts, z-scored, 0.7/0.3."""
+    scores = cosines(query, tools)
+    lexical = np.asarray(BM25Okapi([words(tool_text(t, 8192)) for t in tools]).get_scores(words(query)))
+    return 0.7 * (scores - scores.mean()) / scores.std() + 0.3 * (lexical - lexical.mean()) / lexical.std()
+
+
 def test_hybrid_ranking_adds_bm25_over_the_full_text_to_the_cosine_as_z_scores(setup: Any) -> None:
     client, _ = setup
     tools = [*TOOLS, *many_tools(30)]
-    query = "post the channel name and a summary about topic 3"
+    query = "post the channel name with a summary about topic 3"  # one ask
     result = select(client, {"query": query, "tools": tools, "top_k": 8, "threshold": -1.0})["structuredContent"]
-    # independently: the cosine of the summaries, BM25 (rank-bm25) over the full texts, z-scored per query, 0.7/0.3
-    scores = cosines(query, tools)
-    lexical = np.asarray(BM25Okapi([words(tool_text(t, 8192)) for t in tools]).get_scores(words(query)))
-    fused = 0.7 * (scores - scores.mean()) / scores.std() + 0.3 * (lexical - lexical.mean()) / lexical.std()
+    scores, fused = cosines(query, tools), _fused(query, tools)
     expected = sorted(range(len(tools)), key=lambda i: (-fused[i], i))[:8]
     assert [t["name"] for t in result["tools"]] == [tools[i]["name"] for i in expected]
     assert [t["score"] for t in result["tools"]] == pytest.approx([scores[i] for i in expected], abs=1e-6)  # still the cosine
     assert expected != sorted(range(len(tools)), key=lambda i: (-scores[i], i))[:8]  # the words changed the order
     strict = select(client, {"query": query, "tools": tools, "top_k": 8, "threshold": 0.3})["structuredContent"]
     assert [t["name"] for t in strict["tools"]] == [tools[i]["name"] for i in expected if scores[i] >= 0.3]  # threshold on the cosine
+
+
+def test_a_request_with_two_asks_interleaves_their_rankings_after_the_whole_requests_first(setup: Any) -> None:
+    client, backend = setup
+    tools = [*TOOLS, *many_tools(30)]
+    query = "check the weather forecast for rain in Oslo and then post a message to the team channel"
+    parts = [query, "check the weather forecast for rain in Oslo", "post a message to the team channel"]
+    result = select(client, {"query": query, "tools": tools, "top_k": 6, "threshold": -1.0})["structuredContent"]
+    orders = [sorted(range(len(tools)), key=lambda i, f=_fused(p, tools): (-f[i], i)) for p in parts]
+    expected: list[int] = []
+    for rank in range(len(tools)):  # round robin, the whole request first, each tool where it first appears
+        for order in orders:
+            if order[rank] not in expected:
+                expected.append(order[rank])
+    best = np.max([cosines(p, tools) for p in parts], axis=0)
+    assert [t["name"] for t in result["tools"]] == [tools[i]["name"] for i in expected[:6]]
+    assert [t["score"] for t in result["tools"]] == pytest.approx([best[i] for i in expected[:6]], abs=1e-6)
+    assert {"weather__forecast", "slack__post_message"} <= {t["name"] for t in result["tools"][:3]}
+    assert [kind for kind, texts in backend.embed_calls if kind == "query"] == ["query"]  # the parts share one model call
+    assert [texts for kind, texts in backend.embed_calls if kind == "query"][0] == parts
 
 
 def test_a_list_seen_before_costs_one_query_embedding_and_a_changed_tool_only_itself(setup: Any) -> None:

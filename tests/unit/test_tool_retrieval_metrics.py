@@ -47,7 +47,7 @@ def test_every_system_ranks_the_tool_that_shares_the_words_first() -> None:
         {"name": "jira__create_issue", "description": "Create a Jira issue."},
     ]
     rankings = rank_all(tools, [RetrievalQuery("post a message on slack", ("slack__post_message",))], fake_embed, 8192, 0.3).rankings
-    assert set(rankings) == {"hybrid", "hybrid-plain", "embedding", "bm25", "bm25-actions"}
+    assert set(rankings) == {"hybrid", "hybrid-whole", "hybrid-plain", "embedding", "bm25", "bm25-actions"}
     for system, (ranking,) in rankings.items():
         assert ranking[0] == "slack__post_message", system
         assert sorted(ranking) == sorted(t["name"] for t in tools), system
@@ -85,13 +85,14 @@ def test_slices_split_by_tool_count_and_whether_the_query_names_the_server() -> 
     assert slices == {"needs one tool": [0, 1], "needs two or more": [2], "names the server": [0, 2], "does not name it": [1]}
     rankings = {
         "hybrid": [["asana__list_tasks"], ["x"], ["slack__post_message", "jira__create_issue"]],
+        "hybrid-whole": [["asana__list_tasks"], ["x"], ["slack__post_message"]],
         "embedding": [["x"], ["x"], ["slack__post_message"]],
         "bm25": [["asana__list_tasks"], ["asana__list_tasks"], ["x"]],
     }
     table = render_slices(rankings, queries)
-    assert "| needs one tool | 2 | 0.500 | 0.000 | 1.000 |" in table
-    assert "| needs two or more | 1 | 1.000 | 0.500 | 0.000 |" in table
-    assert "| does not name it | 1 | 0.000 | 0.000 | 1.000 |" in table
+    assert "| needs one tool | 2 | 0.500 | 0.500 | 0.000 | 1.000 |" in table
+    assert "| needs two or more | 1 | 1.000 | 0.500 | 0.500 | 0.000 |" in table
+    assert "| does not name it | 1 | 0.000 | 0.000 | 0.000 | 1.000 |" in table
 
 
 def test_without_server_prefixes_only_the_tool_count_slices_are_given() -> None:

@@ -70,6 +70,12 @@ class ToolEmbeddings:
         (vector,) = await self._queries.submit([text])
         return np.asarray(vector, dtype=np.float32)
 
+    async def queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Several queries (a request and its parts) in one submission: they share one backend call."""
+        await self.start()
+        vectors = await self._queries.submit(list(texts))
+        return np.vstack([np.asarray(v, dtype=np.float32) for v in vectors])
+
     async def _embed_queries(self, texts: list[str], _: list[otel_context.Context]) -> list[np.ndarray]:
         return list(await self.backend.embed(texts, "query"))
 

@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from ..protocol.tool_ranking import LexicalIndexes, fuse, tool_texts
+from ..protocol.query_clauses import request_clauses
+from ..protocol.tool_ranking import LexicalIndexes, fuse, hybrid_order, tool_texts
 from .dataset import DatasetError
 
 CUTOFFS = (1, 5, 10)
@@ -80,7 +81,7 @@ def _ranked(names: Sequence[str], scores: np.ndarray) -> list[list[str]]:
 class RankedSet:
     names: list[str]
     rankings: dict[str, list[list[str]]]
-    cosines: np.ndarray  # queries x tools: what the service's threshold compares against
+    cosines: np.ndarray  # queries x tools: what the service's threshold compares against (the best over a request's parts)
 
 
 def rank_all(
@@ -91,24 +92,31 @@ def rank_all(
     lexical_weight: float,
 ) -> RankedSet:
     """Each system's rankings from one pass of the encoder, keyed "hybrid" (what the service does),
-    "hybrid-plain" (the same without the action words in the keyword text), "embedding", "bm25" (the
-    tools' own words: the baseline) and "bm25-actions" (with the action words)."""
+    "hybrid-whole" (the same without ranking a request's parts), "hybrid-plain" (without the action
+    words in the keyword text), "embedding", "bm25" (the tools' own words: the baseline) and
+    "bm25-actions" (with the action words)."""
     names = [t["name"] for t in tools]
     summaries, texts = zip(*(tool_texts(t, max_chars) for t in tools))
     plain_texts = [tool_texts(t, max_chars, with_action_words=False)[1] for t in tools]
     documents = embed(list(summaries), "document")
-    cosines = embed([q.query for q in queries], "query") @ documents.T
+    parts = [[q.query[:max_chars], *request_clauses(q.query[:max_chars])] for q in queries]  # what ToolFilter embeds
+    flat = embed([part for request in parts for part in request], "query") @ documents.T
+    starts = np.cumsum([0] + [len(request) for request in parts])
+    cosines = [flat[start:end] for start, end in zip(starts[:-1], starts[1:])]  # per query: the request, then its parts
     index = LexicalIndexes(capacity=2)
-    lexical = np.vstack([index.scores(texts, q.query[:max_chars]) for q in queries])
-    plain = np.vstack([index.scores(plain_texts, q.query[:max_chars]) for q in queries])
+    lexical = [np.vstack([index.scores(texts, part) for part in request]) for request in parts]
+    plain = [np.vstack([index.scores(plain_texts, part) for part in request]) for request in parts]
+    whole_cosines = np.vstack([c[0] for c in cosines])
+    whole_lexical, whole_plain = np.vstack([lx[0] for lx in lexical]), np.vstack([p[0] for p in plain])
     rankings = {
-        "hybrid": _ranked(names, fuse(cosines, lexical, lexical_weight)),
-        "hybrid-plain": _ranked(names, fuse(cosines, plain, lexical_weight)),
-        "embedding": _ranked(names, cosines),
-        "bm25": _ranked(names, plain),
-        "bm25-actions": _ranked(names, lexical),
+        "hybrid": [[names[i] for i in hybrid_order(c, lx, lexical_weight)] for c, lx in zip(cosines, lexical)],
+        "hybrid-whole": _ranked(names, fuse(whole_cosines, whole_lexical, lexical_weight)),
+        "hybrid-plain": [[names[i] for i in hybrid_order(c, p, lexical_weight)] for c, p in zip(cosines, plain)],
+        "embedding": _ranked(names, whole_cosines),
+        "bm25": _ranked(names, whole_plain),
+        "bm25-actions": _ranked(names, whole_lexical),
     }
-    return RankedSet(names, rankings, cosines)
+    return RankedSet(names, rankings, np.vstack([c.max(axis=0) for c in cosines]))
 
 
 @dataclass(frozen=True)
@@ -147,7 +155,7 @@ def render_served(outcomes: Sequence[ServedOutcome], top_k: int, default_thresho
     return "\n".join(lines)
 
 
-SLICE_SYSTEMS = ("hybrid", "embedding", "bm25")
+SLICE_SYSTEMS = ("hybrid", "hybrid-whole", "embedding", "bm25")
 
 
 def query_slices(queries: Sequence[RetrievalQuery]) -> dict[str, list[int]]:

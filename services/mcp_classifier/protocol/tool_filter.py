@@ -2,8 +2,9 @@
 
 A tool's name and description are embedded as a document, the query as a query (with the model's
 instruction); the order is the cosine order, or by default the hybrid one that also weighs BM25
-over the full text with the parameters (tool_ranking.py says why). The threshold is on the cosine
-similarity, the score every answer carries. Whatever goes wrong (the backend is down, a timeout),
+over the full text with the parameters (tool_ranking.py says why), and ranks the parts of a request
+that asks for several things beside it (query_clauses.py). The threshold is on the cosine similarity,
+the score every answer carries: a tool's best over the request and its parts. Whatever goes wrong (the backend is down, a timeout),
 the filter fails open: every tool comes back, flagged `filtered: false` with the reason, so a
 router never loses its tools.
 """
@@ -17,7 +18,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .tool_ranking import LexicalIndexes, ToolRanking, fuse, tool_fields, tool_texts
+from .query_clauses import request_clauses
+from .tool_ranking import LexicalIndexes, ToolRanking, hybrid_order, tool_fields, tool_texts
 from .tools import Tool, ToolError, ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -42,6 +44,7 @@ class Embeddings(Protocol):
 
     async def documents(self, texts: Sequence[str]) -> np.ndarray: ...
     async def query(self, text: str) -> np.ndarray: ...
+    async def queries(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,7 @@ class ToolFilter:
         lexical_weight: float = 0.3,
         lexical_indexes: int = 64,
         default_threshold: float = DEFAULT_THRESHOLD,
+        query_clauses: bool = True,
     ) -> None:
         self.embeddings = embeddings
         self.max_text_length = max_text_length
@@ -129,6 +133,7 @@ class ToolFilter:
         self.lexical_weight = lexical_weight
         self.lexical = LexicalIndexes(lexical_indexes)
         self.default_threshold = default_threshold
+        self.query_clauses = query_clauses
 
     async def select(self, query: str, tools: Sequence[dict[str, Any]], top_k: int, threshold: float) -> Selection:
         """Raises ToolError for bad input; fails open (all tools, filtered False) on anything else."""
@@ -137,18 +142,22 @@ class ToolFilter:
         texts = [tool_texts(tool, self.max_text_length) for tool in tools]  # ToolError on a malformed tool
         if not tools:
             return Selection([], [], 0, True)
+        hybrid = self.ranking == "hybrid"
+        request = query[: self.max_text_length]
+        parts = [request, *request_clauses(request)] if hybrid and self.query_clauses else [request]
         try:
             documents = await self.embeddings.documents([summary for summary, _ in texts])
-            query_vector = await self.embeddings.query(query[: self.max_text_length])
+            query_vectors = await self.embeddings.queries(parts)
         except Exception as exc:  # noqa: BLE001 - fail open on any failure: the router keeps every tool
             log.warning("tool filter failed open for %d tools: %s", len(tools), exc)
             return Selection(list(range(len(tools))), [], len(tools), False, f"{type(exc).__name__}: {exc}")
-        scores = documents @ query_vector
-        order_key = scores
-        if self.ranking == "hybrid":
-            lexical = self.lexical.scores([full for _, full in texts], query[: self.max_text_length])
-            order_key = fuse(scores, lexical, self.lexical_weight)[0]
-        order = sorted(range(len(tools)), key=lambda i: (-float(order_key[i]), i))  # stable on ties
+        cosines = query_vectors @ documents.T  # rows: the request, then its parts
+        if hybrid:
+            lexical = np.vstack([self.lexical.scores([full for _, full in texts], part) for part in parts])
+            order = hybrid_order(cosines, lexical, self.lexical_weight)
+        else:
+            order = sorted(range(len(tools)), key=lambda i: (-float(cosines[0, i]), i))  # stable on ties
+        scores = cosines.max(axis=0)  # a tool's cosine to the request, or to the part of it that it serves
         kept = [i for i in order if scores[i] >= threshold][:top_k]
         return Selection(kept, [float(scores[i]) for i in kept], len(tools), True)
 

@@ -81,6 +81,26 @@ def fuse(cosines: np.ndarray, lexical: np.ndarray, lexical_weight: float) -> np.
     return (1.0 - lexical_weight) * zscores(cosines) + lexical_weight * zscores(lexical)
 
 
+def interleave(orders: Sequence[Sequence[int]]) -> list[int]:
+    """Round-robin over the rankings, first ranking first, each item at its first appearance.
+
+    The whole request's ranking goes first and each part's next, so the top five hold the best tool
+    of every part of a multi-part request without pushing down the whole request's first choice.
+    """
+    merged: dict[int, None] = {}
+    for rank in range(max((len(order) for order in orders), default=0)):
+        for order in orders:
+            if rank < len(order):
+                merged.setdefault(int(order[rank]), None)
+    return list(merged)
+
+
+def hybrid_order(cosines: np.ndarray, lexical: np.ndarray, lexical_weight: float) -> list[int]:
+    """Tool indices best first. Rows: the whole request, then its parts (query_clauses); one column per tool."""
+    fused = fuse(cosines, lexical, lexical_weight)
+    return interleave([np.argsort(-row, kind="stable").tolist() for row in fused])
+
+
 class LexicalIndexes:
     """BM25 indexes of tool lists, kept by content: a router sends the same list with every request.
 
