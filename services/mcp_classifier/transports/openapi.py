@@ -122,7 +122,13 @@ TOOL_FILTER: dict[str, Any] = {
                 "messages": {"type": "array", "items": MESSAGE},
                 "tools": {"type": "array", "items": TOOL},
                 "top_k": {"type": "integer", "minimum": 1},
-                "threshold": {"type": "number", "minimum": -1, "maximum": 1},
+                "threshold": {
+                    "type": "number",
+                    "minimum": -1,
+                    "maximum": 1,
+                    "description": "A cosine. Omitted: the service's default for its model (tool_threshold; select_tools' "
+                    "inputSchema in tools/list shows it).",
+                },
             },
             "required": ["tools"],
         }
