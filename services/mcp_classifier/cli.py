@@ -281,6 +281,7 @@ def cmd_eval_tools(settings: Settings, args: argparse.Namespace) -> int:
         ),
         score("hybrid without ranking a request's parts (tool_query_clauses)", rankings["hybrid-whole"], queries),
         score("hybrid without the action words (tool_actions)", rankings["hybrid-plain"], queries),
+        score("hybrid without the identifiers' parameter words (query_identifiers)", rankings["hybrid-unshaped"], queries),
         score(f"embeddings {settings.model} alone" + served * (settings.tool_ranking == "embedding"), rankings["embedding"], queries),
         score("BM25 (rank-bm25), the tools' own words", rankings["bm25"], queries),
         score("BM25 with the action words", rankings["bm25-actions"], queries),

@@ -75,10 +75,10 @@ def test_embedding_ranking_is_the_cosine_order_over_threshold_with_scores(setup:
     assert strict["tools"] == [] and strict["filtered"] is True  # nothing is similar enough
 
 
-def _fused(query: str, tools: list[dict[str, Any]]) -> np.ndarray:
+def _fused(query: str, tools: list[dict[str, Any]], keyword_query: str | None = None) -> np.ndarray:
     """Independently: the cosine of the summaries and BM25 (rank-bm25) over the full texts, z-scored, 0.7/0.3."""
     scores = cosines(query, tools)
-    lexical = np.asarray(BM25Okapi([words(tool_text(t, 8192)) for t in tools]).get_scores(words(query)))
+    lexical = np.asarray(BM25Okapi([words(tool_text(t, 8192)) for t in tools]).get_scores(words(keyword_query or query)))
     return 0.7 * (scores - scores.mean()) / scores.std() + 0.3 * (lexical - lexical.mean()) / lexical.std()
 
 
@@ -94,6 +94,18 @@ def test_hybrid_ranking_adds_bm25_over_the_full_text_to_the_cosine_as_z_scores(s
     assert expected != sorted(range(len(tools)), key=lambda i: (-scores[i], i))[:8]  # the words changed the order
     strict = select(client, {"query": query, "tools": tools, "top_k": 8, "threshold": 0.3})["structuredContent"]
     assert [t["name"] for t in strict["tools"]] == [tools[i]["name"] for i in expected if scores[i] >= 0.3]  # threshold on the cosine
+
+
+def test_an_identifier_in_the_request_brings_its_parameter_words_to_bm25_only(setup: Any) -> None:
+    client, backend = setup
+    tools = [*TOOLS, *many_tools(30)]
+    query = "let #ops know the build is green for the project"  # "#ops" is a channel, though no word says so
+    result = select(client, {"query": query, "tools": tools, "top_k": 3, "threshold": -1.0})["structuredContent"]
+    shaped, unshaped = _fused(query, tools, keyword_query=query + " channel"), _fused(query, tools)
+    expected = sorted(range(len(tools)), key=lambda i: (-shaped[i], i))[:3]
+    assert [t["name"] for t in result["tools"]] == [tools[i]["name"] for i in expected]
+    assert expected != sorted(range(len(tools)), key=lambda i: (-unshaped[i], i))[:3]  # "channel" moved the slack tool up
+    assert [texts for kind, texts in backend.embed_calls if kind == "query"] == [[query]]  # the encoder sees the request as written
 
 
 def test_a_request_with_two_asks_interleaves_their_rankings_after_the_whole_requests_first(setup: Any) -> None:

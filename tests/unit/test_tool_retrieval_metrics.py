@@ -47,7 +47,7 @@ def test_every_system_ranks_the_tool_that_shares_the_words_first() -> None:
         {"name": "jira__create_issue", "description": "Create a Jira issue."},
     ]
     rankings = rank_all(tools, [RetrievalQuery("post a message on slack", ("slack__post_message",))], fake_embed, 8192, 0.3).rankings
-    assert set(rankings) == {"hybrid", "hybrid-whole", "hybrid-plain", "embedding", "bm25", "bm25-actions"}
+    assert set(rankings) == {"hybrid", "hybrid-whole", "hybrid-plain", "hybrid-unshaped", "embedding", "bm25", "bm25-actions"}
     for system, (ranking,) in rankings.items():
         assert ranking[0] == "slack__post_message", system
         assert sorted(ranking) == sorted(t["name"] for t in tools), system
@@ -75,24 +75,48 @@ def test_the_action_words_let_bm25_match_a_verb_the_tool_never_says() -> None:
     assert rank_all(tools, [wipe], fake_embed, 8192, 0.3).rankings["bm25-actions"][0][0] == "tracker__delete_issue"
 
 
-def test_slices_split_by_tool_count_and_whether_the_query_names_the_server() -> None:
+def test_slices_split_by_tool_count_identifiers_and_whether_the_query_names_the_server() -> None:
     queries = [
         RetrievalQuery("list my asana tasks", ("asana__list_tasks",)),
         RetrievalQuery("what's on my plate today", ("asana__list_tasks",)),
-        RetrievalQuery("post it in slack and file a ticket", ("slack__post_message", "jira__create_issue")),
+        RetrievalQuery("post it in slack #general and file a ticket", ("slack__post_message", "jira__create_issue")),
     ]
     slices = query_slices(queries)
-    assert slices == {"needs one tool": [0, 1], "needs two or more": [2], "names the server": [0, 2], "does not name it": [1]}
+    assert slices == {
+        "needs one tool": [0, 1],
+        "needs two or more": [2],
+        "carries an identifier": [2],
+        "carries none": [0, 1],
+        "names the server": [0, 2],
+        "does not name it": [1],
+    }
     rankings = {
         "hybrid": [["asana__list_tasks"], ["x"], ["slack__post_message", "jira__create_issue"]],
         "hybrid-whole": [["asana__list_tasks"], ["x"], ["slack__post_message"]],
+        "hybrid-unshaped": [["asana__list_tasks"], ["x"], ["x"]],
         "embedding": [["x"], ["x"], ["slack__post_message"]],
         "bm25": [["asana__list_tasks"], ["asana__list_tasks"], ["x"]],
     }
     table = render_slices(rankings, queries)
-    assert "| needs one tool | 2 | 0.500 | 0.500 | 0.000 | 1.000 |" in table
-    assert "| needs two or more | 1 | 1.000 | 0.500 | 0.500 | 0.000 |" in table
-    assert "| does not name it | 1 | 0.000 | 0.000 | 0.000 | 1.000 |" in table
+    assert "| needs one tool | 2 | 0.500 | 0.500 | 0.500 | 0.000 | 1.000 |" in table
+    assert "| needs two or more | 1 | 1.000 | 0.500 | 0.000 | 0.500 | 0.000 |" in table
+    assert "| carries an identifier | 1 | 1.000 | 0.500 | 0.000 | 0.500 | 0.000 |" in table
+    assert "| does not name it | 1 | 0.000 | 0.000 | 0.000 | 0.000 | 1.000 |" in table
+
+
+def test_an_identifier_lets_bm25_match_the_parameter_that_takes_it() -> None:
+    tools = [
+        {"name": "web__search", "description": "Web search results on any topic.", "inputSchema": {"properties": {"q": {}}}},
+        {"name": "web__fetch", "description": "Fetch one page, return its text.", "inputSchema": {"properties": {"url": {}}}},
+        {"name": "chat__post", "description": "Post one message.", "inputSchema": {"properties": {"channel": {}, "text": {}}}},
+    ]
+    queries = [
+        RetrievalQuery("summarize https://example.com/x", ("web__fetch",)),
+        RetrievalQuery("tell #ops: outage", ("chat__post",)),
+    ]
+    rankings = rank_all(tools, queries, fake_embed, 8192, 0.3).rankings
+    assert [r[0] for r in rankings["hybrid"]] == ["web__fetch", "chat__post"]
+    assert [r[0] for r in rankings["hybrid-unshaped"]] == ["web__search", "web__search"]  # no shared word: list order
 
 
 def test_without_server_prefixes_only_the_tool_count_slices_are_given() -> None:

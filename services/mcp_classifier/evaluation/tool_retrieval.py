@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..protocol.query_clauses import request_clauses
+from ..protocol.query_identifiers import identifier_words, keyword_query
 from ..protocol.tool_ranking import LexicalIndexes, fuse, hybrid_order, tool_texts
 from .dataset import DatasetError
 
@@ -93,7 +94,8 @@ def rank_all(
 ) -> RankedSet:
     """Each system's rankings from one pass of the encoder, keyed "hybrid" (what the service does),
     "hybrid-whole" (the same without ranking a request's parts), "hybrid-plain" (without the action
-    words in the keyword text), "embedding", "bm25" (the tools' own words: the baseline) and
+    words in the keyword text), "hybrid-unshaped" (without the identifiers' parameter words in the
+    keyword query), "embedding", "bm25" (the request against the tools' own words: the baseline) and
     "bm25-actions" (with the action words)."""
     names = [t["name"] for t in tools]
     summaries, texts = zip(*(tool_texts(t, max_chars) for t in tools))
@@ -104,17 +106,21 @@ def rank_all(
     starts = np.cumsum([0] + [len(request) for request in parts])
     cosines = [flat[start:end] for start, end in zip(starts[:-1], starts[1:])]  # per query: the request, then its parts
     index = LexicalIndexes(capacity=2)
-    lexical = [np.vstack([index.scores(texts, part) for part in request]) for request in parts]
-    plain = [np.vstack([index.scores(plain_texts, part) for part in request]) for request in parts]
+    lexical = [np.vstack([index.scores(texts, keyword_query(part)) for part in request]) for request in parts]
+    plain = [np.vstack([index.scores(plain_texts, keyword_query(part)) for part in request]) for request in parts]
+    unshaped = [np.vstack([index.scores(texts, part) for part in request]) for request in parts]
     whole_cosines = np.vstack([c[0] for c in cosines])
-    whole_lexical, whole_plain = np.vstack([lx[0] for lx in lexical]), np.vstack([p[0] for p in plain])
+    whole_lexical = np.vstack([lx[0] for lx in lexical])
+    own_words = np.vstack([index.scores(plain_texts, q.query[:max_chars]) for q in queries])
+    action_only = np.vstack([u[0] for u in unshaped])
     rankings = {
         "hybrid": [[names[i] for i in hybrid_order(c, lx, lexical_weight)] for c, lx in zip(cosines, lexical)],
         "hybrid-whole": _ranked(names, fuse(whole_cosines, whole_lexical, lexical_weight)),
         "hybrid-plain": [[names[i] for i in hybrid_order(c, p, lexical_weight)] for c, p in zip(cosines, plain)],
+        "hybrid-unshaped": [[names[i] for i in hybrid_order(c, u, lexical_weight)] for c, u in zip(cosines, unshaped)],
         "embedding": _ranked(names, whole_cosines),
-        "bm25": _ranked(names, whole_plain),
-        "bm25-actions": _ranked(names, whole_lexical),
+        "bm25": _ranked(names, own_words),
+        "bm25-actions": _ranked(names, action_only),
     }
     return RankedSet(names, rankings, np.vstack([c.max(axis=0) for c in cosines]))
 
@@ -155,20 +161,25 @@ def render_served(outcomes: Sequence[ServedOutcome], top_k: int, default_thresho
     return "\n".join(lines)
 
 
-SLICE_SYSTEMS = ("hybrid", "hybrid-whole", "embedding", "bm25")
+SLICE_SYSTEMS = ("hybrid", "hybrid-whole", "hybrid-unshaped", "embedding", "bm25")
 
 
 def query_slices(queries: Sequence[RetrievalQuery]) -> dict[str, list[int]]:
     """Groups of queries that differ in how hard they are, so sets written in different styles compare.
 
     A query that says the server's name ("which asana workspaces…") is easier than one that does
-    not, and a request needing two tools is harder than one needing one. The server is the prefix
+    not, a request needing two tools is harder than one needing one, and a request that carries an
+    identifier (a URL, a #channel, an issue key) gives BM25 its parameter's words. The server is the prefix
     before `__` in a tool's name, the way MCP gateways namespace tools; without such prefixes only
     the tool-count slices are given.
     """
     slices: dict[str, list[int]] = {"needs one tool": [], "needs two or more": []}
     for i, query in enumerate(queries):
         slices["needs one tool" if len(query.relevant) == 1 else "needs two or more"].append(i)
+    carrying = [i for i, query in enumerate(queries) if identifier_words(query.query)]
+    if carrying:
+        slices["carries an identifier"] = carrying
+        slices["carries none"] = sorted(set(range(len(queries))) - set(carrying))
     if all("__" in name for query in queries for name in query.relevant):
         named: list[int] = []
         unnamed: list[int] = []

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from .query_clauses import request_clauses
+from .query_identifiers import keyword_query
 from .tool_ranking import LexicalIndexes, ToolRanking, hybrid_order, tool_fields, tool_texts
 from .tools import Tool, ToolError, ToolRegistry
 
@@ -153,7 +154,7 @@ class ToolFilter:
             return Selection(list(range(len(tools))), [], len(tools), False, f"{type(exc).__name__}: {exc}")
         cosines = query_vectors @ documents.T  # rows: the request, then its parts
         if hybrid:
-            lexical = np.vstack([self.lexical.scores([full for _, full in texts], part) for part in parts])
+            lexical = np.vstack([self.lexical.scores([full for _, full in texts], keyword_query(part)) for part in parts])
             order = hybrid_order(cosines, lexical, self.lexical_weight)
         else:
             order = sorted(range(len(tools)), key=lambda i: (-float(cosines[0, i]), i))  # stable on ties
