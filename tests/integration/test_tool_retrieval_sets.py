@@ -1,9 +1,11 @@
-"""The shipped tool ranking on the project's three tool-retrieval sets, with the real builtin:minilm.
+"""The shipped tool ranking on the project's four tool-retrieval sets, with the real builtin:minilm.
 
-Guards what docs/tool-retrieval reports: hybrid ranks better than either of its parts on every set,
-the action words, the identifiers' parameter words and the ranking of a request's parts never cost recall@5, the default threshold leaves no request without tools, and on the set written independently after the method was fixed
-hybrid meets the issue's recall@5 ≥ 0.90. The model is deterministic on CPU, so these are exact reruns
-of the documented figures, not samples.
+Guards what docs/tool-retrieval reports: on every set hybrid ranks better than either of its parts and
+the default threshold leaves no request without tools; averaged over the sets, the action words, the
+identifiers' parameter words and the ranking of a request's parts do not cost recall@5 (on a single
+set some of them do: the fourth set's parts ranking is 0.012 below the whole request's); and on the
+two sets written independently after the method was fixed, hybrid meets the issue's recall@5 >= 0.90.
+The model is deterministic on CPU, so these are exact reruns of the documented figures, not samples.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from mcp_classifier.settings import Settings
 from mcp_classifier.wiring import build_classifier
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-SETS = ["tool-retrieval", "tool-retrieval-heldout", "tool-retrieval-third"]
+SETS = ["tool-retrieval", "tool-retrieval-heldout", "tool-retrieval-third", "tool-retrieval-fourth"]
+ABLATIONS = ["hybrid-plain", "hybrid-whole", "hybrid-unshaped"]  # the action words, the parts, the identifier words
 Embed = Callable[[list[str], str], np.ndarray]
 
 
@@ -30,28 +33,43 @@ def embed() -> Embed:
     return build_classifier(Settings()).embed
 
 
-@pytest.mark.parametrize("name", SETS)
-def test_hybrid_beats_its_parts_and_its_additions_cost_nothing(embed: Embed, name: str) -> None:
+@pytest.fixture(scope="module")
+def recall_at_5(embed: Embed) -> dict[str, dict[str, float]]:
+    """Per set, each system's recall@5; the served outcomes are checked on the way."""
     settings = Settings()
-    tools, queries = load_tool_set(DOCS / name / "queries.jsonl", DOCS / name / "tools.json")
-    ranked = rank_all(tools, queries, embed, settings.max_text_length, settings.tool_lexical_weight)
-    recall5 = {system: score(system, ranking, queries).recall[5] for system, ranking in ranked.rankings.items()}
+    by_set = {}
+    for name in SETS:
+        tools, queries = load_tool_set(DOCS / name / "queries.jsonl", DOCS / name / "tools.json")
+        ranked = rank_all(tools, queries, embed, settings.max_text_length, settings.tool_lexical_weight)
+        by_set[name] = {system: score(system, ranking, queries).recall[5] for system, ranking in ranked.rankings.items()}
+        # what a caller with the defaults gets: the model's threshold costs almost nothing and leaves no request toolless
+        served = served_outcome(ranked, queries, DEFAULT_TOP_K, default_threshold_for(settings.model))
+        unthresholded = served_outcome(ranked, queries, DEFAULT_TOP_K, -1.0)
+        assert served.empty == 0 and served.recall >= unthresholded.recall - 0.015, (name, served, unthresholded)
+    return by_set
+
+
+@pytest.mark.parametrize("name", SETS)
+def test_hybrid_beats_its_parts_on_every_set(recall_at_5: dict[str, dict[str, float]], name: str) -> None:
+    recall5 = recall_at_5[name]
     assert recall5["hybrid"] > recall5["bm25"], recall5
     assert recall5["hybrid"] > recall5["embedding"], recall5
-    assert recall5["hybrid"] >= recall5["hybrid-plain"], recall5
-    assert recall5["hybrid"] >= recall5["hybrid-whole"], recall5  # ranking a request's parts costs nothing
-    assert recall5["hybrid"] >= recall5["hybrid-unshaped"], recall5  # nor do the identifiers' parameter words
     assert recall5["bm25-actions"] >= recall5["bm25"], recall5
-    # what a caller with the defaults gets: the model's threshold costs almost nothing and leaves no request toolless
-    served = served_outcome(ranked, queries, DEFAULT_TOP_K, default_threshold_for(settings.model))
-    unthresholded = served_outcome(ranked, queries, DEFAULT_TOP_K, -1.0)
-    assert served.empty == 0 and served.recall >= unthresholded.recall - 0.015, (served, unthresholded)
 
 
-def test_eval_tools_reports_the_target_met_on_the_independent_set(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["eval-tools", str(DOCS / "tool-retrieval-third" / "queries.jsonl")]) == 0
+def test_each_addition_to_hybrid_costs_nothing_on_average_over_the_sets(recall_at_5: dict[str, dict[str, float]]) -> None:
+    mean = {system: float(np.mean([recall_at_5[name][system] for name in SETS])) for system in ["hybrid", *ABLATIONS]}
+    for ablation in ABLATIONS:
+        assert mean["hybrid"] >= mean[ablation], mean
+
+
+@pytest.mark.parametrize(("name", "two_tool_queries"), [("tool-retrieval-third", 45), ("tool-retrieval-fourth", 49)])
+def test_eval_tools_reports_the_target_met_on_the_independent_sets(
+    capsys: pytest.CaptureFixture[str], name: str, two_tool_queries: int
+) -> None:
+    assert main(["eval-tools", str(DOCS / name / "queries.jsonl")]) == 0
     out = capsys.readouterr().out
     hybrid = next(line for line in out.splitlines() if line.startswith("| hybrid: "))
     recall_at_1, recall_at_5 = (float(cell) for cell in hybrid.strip("|").split("|")[3:5])
     assert recall_at_5 >= 0.90 and recall_at_1 < recall_at_5
-    assert "| needs two or more | 45 |" in out  # the slice table follows
+    assert f"| needs two or more | {two_tool_queries} |" in out  # the slice table follows
