@@ -194,7 +194,7 @@ class Settings(BaseSettings):
     tool_query_clauses: bool = Field(
         True,
         description="hybrid ranking: also rank each part of a multi-part request ('find the ticket and post it to #ops') "
-        "and interleave the rankings, the whole request's first, so each part's best tool reaches the top.",
+        "and interleave the rankings after the whole request's first two, so each part's best tool reaches the top.",
     )
     tool_threshold: float | None = Field(
         None,

@@ -37,7 +37,8 @@ def test_a_long_chain_of_asks_is_capped() -> None:
     assert len(request_clauses(query)) == MAX_CLAUSES
 
 
-def test_interleave_takes_turns_whole_first_and_keeps_each_item_once() -> None:
-    assert interleave([[1, 2, 3, 4], [3, 5, 1], [6]]) == [1, 3, 6, 2, 5, 4]
+def test_interleave_keeps_the_wholes_first_two_then_takes_turns_and_keeps_each_item_once() -> None:
+    assert interleave([[1, 2, 3, 4], [3, 5, 1], [6]]) == [1, 2, 3, 6, 5, 4]
+    assert interleave([[1, 2, 3, 4], [3, 5, 1], [6]], lead=1) == [1, 3, 6, 2, 5, 4]  # the rule before session 13
     assert interleave([[2, 0, 1]]) == [2, 0, 1]
     assert interleave([]) == []

@@ -81,15 +81,26 @@ def fuse(cosines: np.ndarray, lexical: np.ndarray, lexical_weight: float) -> np.
     return (1.0 - lexical_weight) * zscores(cosines) + lexical_weight * zscores(lexical)
 
 
-def interleave(orders: Sequence[Sequence[int]]) -> list[int]:
-    """Round-robin over the rankings, first ranking first, each item at its first appearance.
+WHOLE_REQUEST_LEAD = 2  # the whole request's first choices that no part's ranking may push down
 
-    The whole request's ranking goes first and each part's next, so the top five hold the best tool
-    of every part of a multi-part request without pushing down the whole request's first choice.
+
+def interleave(orders: Sequence[Sequence[int]], lead: int = WHOLE_REQUEST_LEAD) -> list[int]:
+    """The first ranking's top `lead`, then round-robin over the others and the rest of the first, each item at
+    its first appearance.
+
+    The whole request's ranking goes first, so the top five hold the best tool of every part of a
+    multi-part request without pushing down what the whole request ranks first and second. Measured on
+    four tool sets (docs/tool-retrieval): letting the parts in after the whole's first choice only
+    pushed the needed tool out when the whole request had it second or third, and the split rule also
+    fires on one-ask requests ("who owns it and how much is it worth?").
     """
-    merged: dict[int, None] = {}
-    for rank in range(max((len(order) for order in orders), default=0)):
-        for order in orders:
+    if not orders:
+        return []
+    whole, parts = orders[0], orders[1:]
+    merged: dict[int, None] = dict.fromkeys(int(item) for item in whole[:lead])
+    rest = [*parts, whole[lead:]]
+    for rank in range(max((len(order) for order in rest), default=0)):
+        for order in rest:
             if rank < len(order):
                 merged.setdefault(int(order[rank]), None)
     return list(merged)
