@@ -378,7 +378,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_settings_flags(doctor)
     eval_tools = sub.add_parser("eval-tools", help="tool retrieval: recall@1/5/10 and MRR of the tool filter, beside BM25")
     eval_tools.add_argument("queries", type=Path, help="JSONL: {query, relevant: [tool names]}")
-    eval_tools.add_argument("--tools", type=Path, help="JSON array of MCP tools [default: tools.json beside the queries]")
+    eval_tools.add_argument(
+        "--tools",
+        type=Path,
+        help="JSON array of MCP or OpenAI function tools, or a saved tools/list result [default: tools.json beside the queries]",
+    )
     add_settings_flags(eval_tools)
     add_loadtest_parser(sub)
     serve_cfg = sub.add_parser("serve-config", help="print the Ray Serve config YAML (the RayService's serveConfigV2)")

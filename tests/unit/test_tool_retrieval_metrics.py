@@ -60,6 +60,42 @@ def test_a_query_naming_an_unknown_tool_is_refused(tmp_path: Path) -> None:
         load_tool_set(tmp_path / "q.jsonl", tmp_path / "tools.json")
 
 
+def test_a_tools_list_result_and_openai_function_tools_evaluate_like_mcp_tools(tmp_path: Path) -> None:
+    """eval-tools takes the tools in every form select_tools takes them, so a saved tools/list answer works."""
+    mcp_tools = [
+        {"name": "slack__post_message", "description": "Post a message to a Slack channel.", "inputSchema": {"type": "object"}},
+        {"name": "jira__create_issue", "description": "Create a Jira issue.", "inputSchema": {"type": "object"}},
+    ]
+    openai_tools = [
+        {"type": "function", "function": {"name": t["name"], "description": t["description"], "parameters": t["inputSchema"]}}
+        for t in mcp_tools
+    ]
+    (tmp_path / "q.jsonl").write_text(json.dumps({"query": "post on slack", "relevant": "slack__post_message"}) + "\n")
+    rankings = []
+    for form in ({"tools": mcp_tools}, openai_tools, mcp_tools):
+        (tmp_path / "tools.json").write_text(json.dumps(form))
+        tools, queries = load_tool_set(tmp_path / "q.jsonl", tmp_path / "tools.json")
+        assert queries == [RetrievalQuery("post on slack", ("slack__post_message",))]
+        rankings.append(rank_all(tools, queries, fake_embed, 8192, 0.3).rankings)
+    assert rankings[0] == rankings[1] == rankings[2]
+    assert rankings[0]["hybrid"][0][0] == "slack__post_message"
+
+
+@pytest.mark.parametrize(
+    ("tools", "message"),
+    [
+        ([{"name": "a"}, {"name": "a"}], "repeated: \\['a'\\]"),
+        ([{"description": "no name"}], "tool 1: every tool needs a name"),
+        ({"result": []}, "expected a JSON array of tools"),
+    ],
+)
+def test_a_tool_list_the_filter_could_not_tell_apart_is_refused_with_the_reason(tmp_path: Path, tools: object, message: str) -> None:
+    (tmp_path / "tools.json").write_text(json.dumps(tools))
+    (tmp_path / "q.jsonl").write_text(json.dumps({"query": "hi", "relevant": ["a"]}) + "\n")
+    with pytest.raises(DatasetError, match=message):
+        load_tool_set(tmp_path / "q.jsonl", tmp_path / "tools.json")
+
+
 def test_the_action_words_let_bm25_match_a_verb_the_tool_never_says() -> None:
     tools = [
         {"name": "tracker__list_issues", "description": "List the issues of a project."},

@@ -18,7 +18,8 @@ import numpy as np
 
 from ..protocol.query_clauses import request_clauses
 from ..protocol.query_identifiers import identifier_words, keyword_query
-from ..protocol.tool_ranking import LexicalIndexes, fuse, hybrid_order, tool_texts
+from ..protocol.tool_ranking import LexicalIndexes, fuse, hybrid_order, tool_fields, tool_texts
+from ..protocol.tools import ToolError
 from .dataset import DatasetError
 
 CUTOFFS = (1, 5, 10)
@@ -38,25 +39,53 @@ class RetrievalScore:
     mrr: float
 
 
-def load_tool_set(queries_path: Path, tools_path: Path) -> tuple[list[dict[str, Any]], list[RetrievalQuery]]:
+def _tool_list(tools_path: Path) -> list[dict[str, Any]]:
+    """The tools as the service takes them: a JSON array of MCP or OpenAI function tools, or a
+    tools/list result ({"tools": [...]}) saved as it came."""
     try:
-        tools = json.loads(tools_path.read_text())
+        loaded = json.loads(tools_path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise DatasetError(f"{tools_path}: cannot read the tool list: {exc}") from exc
+    tools = loaded.get("tools") if isinstance(loaded, dict) else loaded
     if not isinstance(tools, list) or not tools:
-        raise DatasetError(f"{tools_path}: expected a JSON array of tools")
-    names = {t.get("name") for t in tools if isinstance(t, dict)}
+        raise DatasetError(f'{tools_path}: expected a JSON array of tools (or an object with a "tools" array)')
+    return tools
+
+
+def _tool_names(tools: list[dict[str, Any]], tools_path: Path) -> list[str]:
+    names = []
+    for number, tool in enumerate(tools, start=1):
+        try:
+            names.append(str(tool_fields(tool)["name"]))
+        except ToolError as exc:
+            raise DatasetError(f"{tools_path}: tool {number}: {exc}") from exc
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise DatasetError(f"{tools_path}: tool names must be unique; repeated: {repeated}")
+    return names
+
+
+def load_tool_set(queries_path: Path, tools_path: Path) -> tuple[list[dict[str, Any]], list[RetrievalQuery]]:
+    tools = _tool_list(tools_path)
+    names = set(_tool_names(tools, tools_path))
+    try:
+        lines = queries_path.read_text().splitlines()
+    except OSError as exc:
+        raise DatasetError(f"{queries_path}: cannot read the queries: {exc}") from exc
     queries = []
-    for number, line in enumerate(queries_path.read_text().splitlines(), start=1):
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise DatasetError(f"{queries_path}:{number}: not valid JSON: {exc}") from exc
-        relevant = tuple(row.get("relevant") or ())
+        if not isinstance(row, dict):
+            raise DatasetError(f"{queries_path}:{number}: expected an object {{query, relevant}}")
+        named = row.get("relevant") or ()
+        relevant = (named,) if isinstance(named, str) else tuple(named)  # one tool may be given bare
         unknown = [r for r in relevant if r not in names]
-        if not row.get("query") or not relevant or unknown:
+        if not isinstance(row.get("query"), str) or not row["query"].strip() or not relevant or unknown:
             raise DatasetError(f"{queries_path}:{number}: needs a query and relevant tools that exist (unknown: {unknown})")
         queries.append(RetrievalQuery(row["query"], relevant))
     if not queries:
@@ -97,7 +126,7 @@ def rank_all(
     words in the keyword text), "hybrid-unshaped" (without the identifiers' parameter words in the
     keyword query), "embedding", "bm25" (the request against the tools' own words: the baseline) and
     "bm25-actions" (with the action words)."""
-    names = [t["name"] for t in tools]
+    names = [str(tool_fields(t)["name"]) for t in tools]
     summaries, texts = zip(*(tool_texts(t, max_chars) for t in tools))
     plain_texts = [tool_texts(t, max_chars, with_action_words=False)[1] for t in tools]
     documents = embed(list(summaries), "document")
