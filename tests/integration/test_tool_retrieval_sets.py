@@ -1,11 +1,12 @@
-"""The shipped tool ranking on the project's five tool-retrieval sets, with the real builtin:minilm.
+"""The shipped tool ranking on the project's six tool-retrieval sets, with the real builtin:minilm.
 
 Guards what docs/tool-retrieval reports: on every set hybrid ranks better than either of its parts and
 the default threshold leaves no request without tools; averaged over the sets, the action words, the
 identifiers' parameter words and the ranking of a request's parts do not cost recall@5 (on a single
 set some of them do: the fourth set's parts ranking is 0.008 below the whole request's); and on the
-third and fourth sets, written independently, hybrid meets the issue's recall@5 >= 0.90. The fifth,
+third, fourth and sixth sets, written independently, hybrid meets the issue's recall@5 >= 0.90. The fifth,
 written after the method was fixed, reads 0.857: it is in the per-set and mean checks, not in the target.
+The sixth (416 queries, written blind in session 15 and run once on the unchanged method) reads 0.920.
 The model is deterministic on CPU, so these are exact reruns of the documented figures, not samples.
 """
 
@@ -24,7 +25,14 @@ from mcp_classifier.settings import Settings
 from mcp_classifier.wiring import build_classifier
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-SETS = ["tool-retrieval", "tool-retrieval-heldout", "tool-retrieval-third", "tool-retrieval-fourth", "tool-retrieval-fifth"]
+SETS = [
+    "tool-retrieval",
+    "tool-retrieval-heldout",
+    "tool-retrieval-third",
+    "tool-retrieval-fourth",
+    "tool-retrieval-fifth",
+    "tool-retrieval-sixth",
+]
 ABLATIONS = ["hybrid-plain", "hybrid-whole", "hybrid-unshaped"]  # the action words, the parts, the identifier words
 Embed = Callable[[list[str], str], np.ndarray]
 
@@ -64,7 +72,9 @@ def test_each_addition_to_hybrid_costs_nothing_on_average_over_the_sets(recall_a
         assert mean["hybrid"] >= mean[ablation], mean
 
 
-@pytest.mark.parametrize(("name", "two_tool_queries"), [("tool-retrieval-third", 45), ("tool-retrieval-fourth", 49)])
+@pytest.mark.parametrize(
+    ("name", "two_tool_queries"), [("tool-retrieval-third", 45), ("tool-retrieval-fourth", 49), ("tool-retrieval-sixth", 101)]
+)
 def test_eval_tools_reports_the_target_met_on_the_independent_sets(
     capsys: pytest.CaptureFixture[str], name: str, two_tool_queries: int
 ) -> None:
