@@ -23,7 +23,7 @@ from ray.serve.schema import Target, TargetGroup
 from mcp_classifier.api.convert import info_to_proto, results_to_proto
 from mcp_classifier.api.v1 import classifier_pb2 as pb
 from mcp_classifier.api.v1 import classifier_pb2_grpc as pb_grpc
-from mcp_classifier.backend.grpc_client import GrpcBackend, channel_target
+from mcp_classifier.backend.grpc_client import GrpcBackend
 from mcp_classifier.core.results import ClassificationResult
 from mcp_classifier.embedder.replica_targets import grpc_targets, serve_api_target_source
 from tests.support.fake_backend import FakeBackend
@@ -32,17 +32,25 @@ APP = "mcp-classifier"
 REFRESH_S = 0.05
 
 
+HELD = "hold:"  # a text starting so is answered only once the replica's `release` is set: a replica busy with a long batch
+
+
 class NamedReplica(pb_grpc.ClassifierServicer):
     """Answers every text with its own name as the category."""
 
     def __init__(self, name: str) -> None:
         self.name = name
+        self.release = asyncio.Event()
+        self.holding = 0
         self.server = grpc.aio.server()
         pb_grpc.add_ClassifierServicer_to_server(self, self.server)
         self.port = self.server.add_insecure_port("127.0.0.1:0")
         self.address = f"127.0.0.1:{self.port}"
 
     async def Classify(self, request: pb.ClassifyRequest, context: Any) -> pb.ClassifyResponse:
+        if any(text.startswith(HELD) for text in request.texts):
+            self.holding += 1
+            await self.release.wait()
         result = ClassificationResult(0, self.name, 1.0, "m", False, (1.0,), 0.0)
         return pb.ClassifyResponse(results=results_to_proto([result] * len(request.texts), True), category_set_version="v1")
 
@@ -85,7 +93,7 @@ def test_calls_spread_over_the_listed_replicas_and_follow_the_list_as_it_changes
         try:
             assert backend.addresses == tuple(sorted([a.address, b.address]))
             first = await served_by(backend, 20)
-            assert set(first) == {"a", "b"} and min(first.count("a"), first.count("b")) >= 8, first  # round robin
+            assert set(first) == {"a", "b"} and min(first.count("a"), first.count("b")) >= 8, first  # turns among equals
 
             listing[:] = [c.address]  # a scale-down and a replacement elsewhere
             await asyncio.sleep(REFRESH_S * 6)
@@ -94,6 +102,33 @@ def test_calls_spread_over_the_listed_replicas_and_follow_the_list_as_it_changes
         finally:
             await backend.close()
             for replica in (a, b, c):
+                await replica.server.stop(None)
+
+    asyncio.run(scenario())
+
+
+def test_calls_go_to_the_idle_replica_while_the_other_is_busy_with_a_long_batch() -> None:
+    """With calls handed out in turn (gRPC's round_robin), every other call would queue behind the long one."""
+
+    async def scenario() -> None:
+        a, b = NamedReplica("a"), NamedReplica("b")
+        for replica in (a, b):
+            await replica.server.start()
+        backend = client([a.address, b.address])
+        await backend.start()
+        try:
+            assert set(await served_by(backend, 4)) == {"a", "b"}  # both connected
+            long_batch = asyncio.create_task(backend.classify([HELD + "a long batch"]))
+            while a.holding + b.holding == 0:
+                await asyncio.sleep(0.01)
+            busy, idle = (a, b) if a.holding else (b, a)
+            served = await asyncio.wait_for(served_by(backend, 12), timeout=3.0)
+            assert served == [idle.name] * 12
+            busy.release.set()
+            assert (await long_batch)[0].category == busy.name
+        finally:
+            await backend.close()
+            for replica in (a, b):
                 await replica.server.stop(None)
 
     asyncio.run(scenario())
@@ -227,9 +262,3 @@ def serve_api() -> Iterator[str]:
 def test_a_cluster_gateway_reads_the_replicas_from_the_serve_rest_api(serve_api: str) -> None:
     source = serve_api_target_source(serve_api + "/", APP, timeout_s=2.0)
     assert asyncio.run(source()) == ["10.0.0.7:40000", "10.0.0.7:40001"]
-
-
-def test_the_channel_names_one_address_plainly_and_a_list_for_grpcs_own_resolver() -> None:
-    assert channel_target(["10.0.0.7:40000"]) == "10.0.0.7:40000"
-    assert channel_target(["10.0.0.7:40000", "10.0.0.8:40000"]) == "ipv4:10.0.0.7:40000,10.0.0.8:40000"
-    assert channel_target(["[fd00::1]:40000", "[fd00::2]:40000"]) == "ipv6:[fd00::1]:40000,[fd00::2]:40000"

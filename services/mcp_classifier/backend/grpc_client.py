@@ -1,7 +1,8 @@
 """Gateway backend over gRPC to the embedder: deadlines, retries, coalesced calls.
 
 It calls one address (Serve's gRPC proxy), or, when handed a replica source, the replicas' own gRPC
-servers (Serve direct ingress), balanced by gRPC's round_robin policy and followed as they change.
+servers (Serve direct ingress): each call to the replica with the fewest calls in flight (replica_pool),
+failed over to another when one is unreachable, and the list followed as it changes.
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, stop
 
 from ..api.convert import info_from_proto, results_from_proto, vectors_from_bytes
 from ..api.v1 import classifier_pb2 as pb
-from ..api.v1 import classifier_pb2_grpc as pb_grpc
 from ..core.results import ClassificationResult, ClassifierInfo
 from .base import BackendError, BackendOverloaded, BackendTimeout, BackendUnavailable, EmbeddingKind
 from .coalescer import RequestCoalescer
+from .replica_pool import Replica, ReplicaPool
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("mcp_classifier.gateway")
@@ -39,35 +40,24 @@ INFO_CACHE_S = 5.0  # list_categories and /health read this; a version change in
 ReplicaSource = Callable[[], Awaitable[Sequence[str]]]
 
 
-def channel_target(addresses: Sequence[str]) -> str:
-    """gRPC's own name for a fixed address list (``ipv4:a:p,b:p``): its resolver and round_robin
-    policy then spread calls and skip a replica whose connection failed, with nothing written here."""
-    if len(addresses) == 1:
-        return addresses[0]
-    scheme = "ipv6" if any(address.startswith("[") for address in addresses) else "ipv4"
-    return f"{scheme}:" + ",".join(addresses)
+RETRYABLE_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED)
 
 
-def channel_options(max_attempts: int, *, balanced: bool = False) -> list[tuple[str, object]]:
-    """Retries are gRPC's own (service-config retry policy), not a hand-written loop."""
-    service_config = {
-        "methodConfig": [
-            {
-                "name": [{"service": SERVICE_NAME}],
-                "retryPolicy": {
-                    "maxAttempts": max_attempts,
-                    "initialBackoff": "0.05s",
-                    "maxBackoff": "1s",
-                    "backoffMultiplier": 2,
-                    "retryableStatusCodes": ["UNAVAILABLE", "RESOURCE_EXHAUSTED"],
-                },
-            }
-        ]
-    }
-    balancing: list[tuple[str, object]] = [("grpc.lb_policy_name", "round_robin")] if balanced else []
-    return balancing + [
-        ("grpc.enable_retries", 1),
-        ("grpc.service_config", json.dumps(service_config)),
+def channel_options(max_attempts: int) -> list[tuple[str, object]]:
+    """Retries on one address are gRPC's own (service-config retry policy), not a hand-written loop;
+    ``max_attempts`` below 2 leaves them out (the replica pool's calls fail over to another replica instead)."""
+    retries: list[tuple[str, object]] = []
+    if max_attempts >= 2:
+        retry_policy = {
+            "maxAttempts": max_attempts,
+            "initialBackoff": "0.05s",
+            "maxBackoff": "1s",
+            "backoffMultiplier": 2,
+            "retryableStatusCodes": [code.name for code in RETRYABLE_CODES],
+        }
+        service_config = {"methodConfig": [{"name": [{"service": SERVICE_NAME}], "retryPolicy": retry_policy}]}
+        retries = [("grpc.enable_retries", 1), ("grpc.service_config", json.dumps(service_config))]
+    return retries + [
         # Reconnect quickly after the embedder comes back, instead of gRPC's default of up to 2 minutes.
         ("grpc.initial_reconnect_backoff_ms", 100),
         ("grpc.min_reconnect_backoff_ms", 100),
@@ -121,14 +111,13 @@ class GrpcBackend:
         self.target = target
         self._replicas = replicas
         self._replica_refresh_s = replica_refresh_s
-        self._addresses: tuple[str, ...] = ()
         self._follower: asyncio.Task[None] | None = None
-        self._retiring: set[asyncio.Task[None]] = set()
         self._metadata = (("application", app_name),)
         self._timeout_s = timeout_s
         self._max_attempts = max_attempts
-        self._channel: grpc.aio.Channel | None = None
-        self._stub: pb_grpc.ClassifierStub | None = None
+        # Following replicas, a failed call moves to another replica (_call); on one fixed address gRPC retries it.
+        channel_attempts = 1 if replicas is not None else max_attempts
+        self._pool = ReplicaPool(lambda address: grpc.aio.insecure_channel(address, options=channel_options(channel_attempts)), timeout_s)
         self._info: tuple[float, ClassifierInfo] | None = None
         self._ready: tuple[float, bool] = (0.0, False)
         self._coalescer = RequestCoalescer(
@@ -142,8 +131,8 @@ class GrpcBackend:
 
     async def start(self) -> None:
         addresses = await self._discover() if self._replicas is not None else []
-        self._use(addresses or [self.target])
-        log.info("calling the embedder at %s", ", ".join(self._addresses))
+        self._pool.use(addresses or [self.target])
+        log.info("calling the embedder at %s", ", ".join(self._pool.addresses))
         if self._replicas is not None:
             self._follower = asyncio.create_task(self._follow_replicas(), name="grpc-replica-follower")
         self._coalescer.start()
@@ -153,10 +142,7 @@ class GrpcBackend:
             self._follower.cancel()
             await asyncio.gather(self._follower, return_exceptions=True)
         await self._coalescer.close()
-        await asyncio.gather(*self._retiring, return_exceptions=True)
-        if self._channel is not None:
-            await self._channel.close()
-            self._channel = None
+        await self._pool.close()
 
     @property
     def follows_replicas(self) -> bool:
@@ -166,20 +152,7 @@ class GrpcBackend:
     @property
     def addresses(self) -> tuple[str, ...]:
         """Where calls go now: the replicas' own servers, or the one target it was given."""
-        return self._addresses
-
-    def _use(self, addresses: Sequence[str]) -> None:
-        """Open a channel to ``addresses``; calls already on the old channel finish there before it closes."""
-        old = self._channel
-        self._addresses = tuple(addresses)
-        self._channel = grpc.aio.insecure_channel(
-            channel_target(addresses), options=channel_options(self._max_attempts, balanced=len(addresses) > 1)
-        )
-        self._stub = pb_grpc.ClassifierStub(self._channel)
-        if old is not None:
-            retiring = asyncio.create_task(old.close(grace=self._timeout_s))
-            self._retiring.add(retiring)
-            retiring.add_done_callback(self._retiring.discard)
+        return self._pool.addresses
 
     async def _discover(self) -> list[str]:
         assert self._replicas is not None
@@ -195,15 +168,15 @@ class GrpcBackend:
         while True:
             await asyncio.sleep(self._replica_refresh_s)
             addresses = await self._discover()
-            if addresses and tuple(addresses) != self._addresses:
+            if addresses and tuple(addresses) != self._pool.addresses:
                 log.info("embedder replicas now at %s", ", ".join(addresses))
-                self._use(addresses)
+                self._pool.use(addresses)
 
-    @property
-    def stub(self) -> pb_grpc.ClassifierStub:
-        if self._stub is None:
-            raise BackendUnavailable("the gRPC backend is not started")
-        return self._stub
+    def _pick(self, avoid: Sequence[str] = ()) -> Replica:
+        try:
+            return self._pool.pick(avoid)
+        except LookupError:
+            raise BackendUnavailable("the gRPC backend is not started") from None
 
     async def classify(self, texts: Sequence[str]) -> list[ClassificationResult]:
         if not texts:
@@ -217,21 +190,35 @@ class GrpcBackend:
         request = pb.EmbedRequest(texts=list(texts), kind=pb.EmbedRequest.DOCUMENT if kind == "document" else pb.EmbedRequest.QUERY)
         with tracer.start_as_current_span("gateway embed call") as span:
             span.set_attribute("mcp_classifier.texts", len(texts))
-            response = await self._call(self.stub.Embed, request)
+            response = await self._call("Embed", request)
         return vectors_from_bytes(response.vectors, len(texts), response.dimensions)
 
-    async def _call(self, rpc: Any, request: Any) -> Any:
-        """One RPC within the request deadline, retried on a live replica if the one serving it died."""
+    def _retryable(self, exc: BaseException) -> bool:
+        """A dead replica behind the proxy always; following replicas, also one unreachable or full (another may not be)."""
+        if replica_died(exc):
+            return True
+        return self.follows_replicas and isinstance(exc, grpc.aio.AioRpcError) and exc.code() in RETRYABLE_CODES
+
+    async def _call(self, method: str, request: Any) -> Any:
+        """One RPC within the request deadline, on the least busy replica, retried on another if that one fails."""
         deadline = time.monotonic() + self._timeout_s
+        tried: list[str] = []
         retrying = AsyncRetrying(
-            retry=retry_if_exception(replica_died),
+            retry=retry_if_exception(self._retryable),
             stop=stop_after_attempt(self._max_attempts) | stop_after_delay(self._timeout_s),
             wait=wait_exponential(multiplier=0.05, max=1.0),
             reraise=True,
         )
 
         async def attempt() -> Any:
-            return await rpc(request, timeout=max(deadline - time.monotonic(), MIN_ATTEMPT_TIMEOUT_S), metadata=self._metadata)
+            replica = self._pick(tried)
+            tried.append(replica.address)
+            replica.in_flight += 1
+            try:
+                rpc = getattr(replica.stub, method)
+                return await rpc(request, timeout=max(deadline - time.monotonic(), MIN_ATTEMPT_TIMEOUT_S), metadata=self._metadata)
+            finally:
+                replica.in_flight -= 1
 
         try:
             return await retrying(attempt)
@@ -240,7 +227,7 @@ class GrpcBackend:
 
     async def info_message(self, timeout_s: float | None = None) -> pb.InfoResponse:
         try:
-            return await self.stub.Info(pb.InfoRequest(), timeout=timeout_s or self._timeout_s, metadata=self._metadata)
+            return await self._pick().stub.Info(pb.InfoRequest(), timeout=timeout_s or self._timeout_s, metadata=self._metadata)
         except grpc.aio.AioRpcError as exc:
             raise backend_error(exc) from exc
 
@@ -284,7 +271,7 @@ class GrpcBackend:
             span.set_attribute("mcp_classifier.batch.texts", len(texts))
             span.set_attribute("mcp_classifier.batch.requests", len(contexts))
             request = pb.ClassifyRequest(texts=texts, with_probabilities=True)
-            response = await self._call(self.stub.Classify, request)
+            response = await self._call("Classify", request)
         if self._info is not None and response.category_set_version != self._info[1].category_set_version:
             self._info = None  # the replicas reloaded their categories: refresh list_categories now
         return results_from_proto(response.results)
