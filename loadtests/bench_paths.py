@@ -4,7 +4,10 @@
 Measures first, in this process and before any server starts:
   * the raw floor: length-sorted batches of ``--batch-size`` over the benchmark's router-style
     queries (5-40 words), texts/s (the higher of fixed chunks and the encoder's own plan);
-  * the raw lone text: median ms of one text through tokenise + forward + pool.
+  * the raw lone text: median ms of one text through tokenise + forward + pool;
+  * the arrival-order ceiling: the same texts in a fixed shuffle, cut into batches of min(clients,
+    ``--batch-size``) unsorted, as a server at that many clients gets them. No path can beat it on
+    these texts, so a path's share of it is what the serving layer itself costs.
 Then, for each path (a real `serve` process each, cache off), wrk at every client level: req/s,
 its share of the floor, p50/p99 and errors; and a second table of what a lone request adds to
 the raw lone text. Paths are `serve` flag sets (``--path NAME='FLAGS'``), so a lever is measured
@@ -33,7 +36,7 @@ from pathlib import Path
 
 import orjson
 
-from loadtests.harness.floor import measure_lone, measure_raw
+from loadtests.harness.floor import measure_arrival_order, measure_lone, measure_raw
 from loadtests.harness.loadgen import HttpResult, client_levels
 from loadtests.harness.queries import TEXTS
 from loadtests.harness.servers import Server
@@ -80,23 +83,36 @@ def run_path(name: str, flags: str, wrk: Wrk, args: argparse.Namespace) -> list[
     return results
 
 
-def render(floor: float, lone_ms: float, runs: dict[str, tuple[str, list[HttpResult]]]) -> str:
+def arrival_batch(clients: int, batch_size: int) -> int:
+    """The largest batch a server can form at ``clients`` closed-loop clients."""
+    return min(clients, batch_size)
+
+
+def render(floor: float, lone_ms: float, ceilings: dict[int, float], batch_size: int, runs: dict[str, tuple[str, list[HttpResult]]]) -> str:
+    def share_of_ceiling(r: HttpResult) -> float | None:
+        ceiling = ceilings.get(arrival_batch(r.clients, batch_size))
+        return r.rps / ceiling if ceiling else None
+
+    ceiling_line = ", ".join(f"{size}: {rate:.1f}" for size, rate in sorted(ceilings.items()))
     lines = [
         f"raw floor {floor:.1f} texts/s (batched, length-sorted); raw lone text {lone_ms:.1f} ms (median)",
+        f"arrival-order ceiling, texts/s by batch size (unsorted, as clients send them): {ceiling_line}",
         "",
-        "| path | clients | req/s | share of floor | p50 ms | p99 ms | errors | CPU % server / wrk / other |",
-        "|---|---:|---:|---:|---:|---:|---:|---|",
+        "| path | clients | req/s | share of floor | share of arrival-order ceiling | p50 ms | p99 ms | errors | CPU % server / wrk / other |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for name, (_, results) in runs.items():
         for r in results:
             cpu = f"{fmt(r.server_cpu_pct, 0)} / {fmt(r.loadgen_cpu_pct, 0)} / {fmt(r.other_cpu_pct, 0)}"
             lines.append(
-                f"| {name} | {r.clients} | {r.rps:.1f} | {r.rps / floor:.2f} | {r.p50_ms:.1f} | {r.p99_ms:.1f} | {r.failures} | {cpu} |"
+                f"| {name} | {r.clients} | {r.rps:.1f} | {r.rps / floor:.2f} | {fmt(share_of_ceiling(r), 2)} | {r.p50_ms:.1f} | "
+                f"{r.p99_ms:.1f} | {r.failures} | {cpu} |"
             )
+    ceiling32 = ceilings.get(arrival_batch(32, batch_size))
     lines += [
         "",
-        "| path | target share at 32 | share at 32 | lone p50 ms | added to raw lone | target added |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| path | target share at 32 | share at 32 | ceiling's share of the floor at 32 | lone p50 ms | added to raw lone | target added |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for name, (backend, results) in runs.items():
         by_clients = {r.clients: r for r in results}
@@ -104,6 +120,7 @@ def render(floor: float, lone_ms: float, runs: dict[str, tuple[str, list[HttpRes
         lone = by_clients.get(1)
         lines.append(
             f"| {name} | {THROUGHPUT_TARGETS.get(backend, float('nan')):.2f} | {fmt(at32.rps / floor if at32 else None, 2)} | "
+            f"{fmt(ceiling32 / floor if ceiling32 else None, 2)} | "
             f"{fmt(lone.p50_ms if lone else None)} | {fmt(lone.p50_ms - lone_ms if lone else None)} | +{LONE_TARGETS_MS.get(backend, float('nan')):g} |"
         )
     return "\n".join(lines)
@@ -132,14 +149,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     floor = max(r.texts_per_s for r in raw[:2])
     lone_ms = measure_lone(settings, texts)
     print(f"  raw lone text: {lone_ms:.1f} ms", file=sys.stderr)
+    ceilings = measure_arrival_order(settings, texts, [arrival_batch(c, args.batch_size) for c in args.clients], args.raw_seconds)
     wrk = Wrk(texts)
     runs = {name: (backend_of(flags), run_path(name, flags, wrk, args)) for name, flags in paths.items()}
     print()
-    print(render(floor, lone_ms, runs))
+    print(render(floor, lone_ms, ceilings, args.batch_size, runs))
     if args.json:
         payload = {
             "floor_texts_per_s": floor,
             "raw_lone_ms": lone_ms,
+            "arrival_order_texts_per_s": {str(size): rate for size, rate in ceilings.items()},
             "raw": [asdict(r) for r in raw],
             "paths": {
                 name: {"flags": paths[name], "backend": backend, "results": [asdict(r) for r in results]}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import random
 import sys
 import time
 from collections.abc import Sequence
@@ -85,6 +86,42 @@ def measure_raw(settings: Settings, texts: Sequence[str], seconds: float) -> lis
         del classifier
         gc.collect()
     return results
+
+
+ARRIVAL_SEED = 0  # one fixed arrival order, so runs compare
+
+
+def measure_arrival_order(settings: Settings, texts: Sequence[str], sizes: Sequence[int], seconds: float) -> dict[int, float]:
+    """In-process texts/s when each call holds ``size`` texts in the order they arrived, for each size.
+
+    The floor sorts all the texts by length before cutting batches, which no server can do: at N
+    clients its batches hold at most N texts of whatever length arrived together, so it pays padding
+    and per-call costs the floor avoids. These rates (a fixed shuffle cut into chunks of ``size``,
+    each through the encoder's own planned sub-batches, as the server runs them) are the most a path
+    can reach at that many clients on these texts, HTTP and scheduling costing nothing; a path's
+    share of them is what its serving layer itself costs.
+    """
+    classifier = build_classifier(settings)
+    encoder = classifier.encoder
+    arrived = list(texts)
+    random.Random(ARRIVAL_SEED).shuffle(arrived)
+    rates: dict[int, float] = {}
+    try:
+        for size in sorted(set(sizes)):
+            chunks = [arrived[i : i + size] for i in range(0, len(arrived), size)]
+            for chunk in chunks:
+                encoder.encode_queries(chunk)  # warm-up, as for the floor
+            passes, started = 0, time.perf_counter()
+            while (elapsed := time.perf_counter() - started) < seconds or passes < 2:
+                for chunk in chunks:
+                    encoder.encode_queries(chunk)
+                passes += 1
+            rates[size] = passes * len(arrived) / elapsed
+            print(f"  arrival-order batches of {size}: {rates[size]:.1f} texts/s ({passes} passes in {elapsed:.1f} s)", file=sys.stderr)
+    finally:
+        del classifier, encoder
+        gc.collect()
+    return rates
 
 
 def measure_lone(settings: Settings, texts: Sequence[str], rounds: int = 3) -> float:
