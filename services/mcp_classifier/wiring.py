@@ -180,6 +180,7 @@ class EmbedderRoute:
                 "backend": "ray" if embedded_ray else "grpc",
                 "direct_ingress": bool(getattr(client, "follows_replicas", False)),
                 "addresses": list(getattr(client, "addresses", ())),  # empty while the embedded Ray starts
+                "calls_in_flight": dict(getattr(client, "calls_in_flight", {})),
             }
         }
 

@@ -278,6 +278,7 @@ def test_backend_down_answers_within_the_deadline_and_recovers_without_restart(
             "backend": "grpc",
             "direct_ingress": False,
             "addresses": [f"127.0.0.1:{port}"],
+            "calls_in_flight": {f"127.0.0.1:{port}": 0},  # nothing in flight between calls
         }
 
         forwarder.stop()
@@ -332,7 +333,12 @@ def test_a_cluster_gateway_calls_the_replicas_listed_by_the_serve_rest_api(
     )
     try:
         assert_valid_classification(_rest_classify(gateway.url, "what is the square root of 144"), category_count)
-        assert httpx.get(f"{gateway.url}/health").json()["embedder"] == {"backend": "grpc", "direct_ingress": True, "addresses": [replica]}
+        assert httpx.get(f"{gateway.url}/health").json()["embedder"] == {
+            "backend": "grpc",
+            "direct_ingress": True,
+            "addresses": [replica],
+            "calls_in_flight": {replica: 0},
+        }
     finally:
         gateway.stop()
         api.shutdown()
@@ -422,6 +428,7 @@ def test_serve_runs_in_the_chosen_mode_and_replicas_export_their_batch_metrics(
             break
         time.sleep(0.2)
     assert embedder["backend"] == "ray" and embedder["direct_ingress"] is serve_mode.direct_ingress, embedder
+    assert set(embedder["calls_in_flight"]) == set(embedder["addresses"]), embedder
     if serve_mode.direct_ingress:  # the one replica's own port
         assert len(ports) == 1 and serve_grpc_port not in ports, (ports, serve_grpc_port)
     else:

@@ -122,6 +122,7 @@ def test_calls_go_to_the_idle_replica_while_the_other_is_busy_with_a_long_batch(
             while a.holding + b.holding == 0:
                 await asyncio.sleep(0.01)
             busy, idle = (a, b) if a.holding else (b, a)
+            assert backend.calls_in_flight == {busy.address: 1, idle.address: 0}  # what /health shows
             served = await asyncio.wait_for(served_by(backend, 12), timeout=3.0)
             assert served == [idle.name] * 12
             busy.release.set()

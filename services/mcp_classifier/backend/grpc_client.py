@@ -154,6 +154,10 @@ class GrpcBackend:
         """Where calls go now: the replicas' own servers, or the one target it was given."""
         return self._pool.addresses
 
+    @property
+    def calls_in_flight(self) -> dict[str, int]:
+        return self._pool.calls_in_flight
+
     async def _discover(self) -> list[str]:
         assert self._replicas is not None
         try:

@@ -51,6 +51,11 @@ class ReplicaPool:
     def addresses(self) -> tuple[str, ...]:
         return tuple(self._replicas)
 
+    @property
+    def calls_in_flight(self) -> dict[str, int]:
+        """Per replica: what /health shows, so an operator can see whether calls are spread."""
+        return {address: replica.in_flight for address, replica in self._replicas.items()}
+
     def __len__(self) -> int:
         return len(self._replicas)
 
