@@ -56,9 +56,6 @@ class ReplicaPool:
         """Per replica: what /health shows, so an operator can see whether calls are spread."""
         return {address: replica.in_flight for address, replica in self._replicas.items()}
 
-    def __len__(self) -> int:
-        return len(self._replicas)
-
     def use(self, addresses: Sequence[str]) -> None:
         """Follow a new list: replicas still listed keep their connection and their count of calls in flight;
         calls already on a dropped replica finish there before its channel closes."""
