@@ -3,7 +3,7 @@
 
 Prints a Markdown table with
   * the raw in-process forward rate over a fixed set of realistic queries, two ways: length-sorted
-    fixed chunks of ``batch_size`` (default 32), and the encoder's planned sub-batches; the higher
+    fixed chunks of ``batch_size`` (default 32), and the encoder's own batching (packed rows); the higher
     is the "raw floor";
   * the full in-process ``classifier.classify()`` rate over the same texts;
   * sequential HTTP latency (p50/p95/p99) for ``classify_text``;

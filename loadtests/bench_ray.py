@@ -45,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     print("(a) raw in-process floor", file=sys.stderr)
     raw = measure_raw(Settings(batch_size=args.batch_size), texts, args.raw_seconds)
-    floor_row = max(raw[:2], key=lambda r: r.texts_per_s)  # fixed chunks or planned sub-batches: the stricter
+    floor_row = max(raw[:2], key=lambda r: r.texts_per_s)  # fixed chunks or the encoder's own batching: the stricter
     floor = floor_row.texts_per_s
     batched = run_variant(
         "(b) ray, batching", ["--backend", "ray", "--no-cache", "--batch-size", str(args.batch_size), *extra], texts, args

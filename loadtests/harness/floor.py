@@ -33,8 +33,9 @@ def measure_raw(settings: Settings, texts: Sequence[str], seconds: float) -> lis
     """Time the raw forward two ways, and classify(), in this process; then free the model.
 
     The two forward rows: the issue's floor (length-sorted fixed chunks of ``batch_size``, one
-    model call each) and the encoder's own planned sub-batches (what the server runs). The
-    higher of the two is the floor, so the ratio never flatters the server. Runs before the
+    padded model call each) and the encoder's own batching of all the texts at once (packed rows,
+    or planned sub-batches where packing is off: what the server runs, given every text together).
+    The higher of the two is the floor, so the ratio never flatters the server. Runs before the
     server starts so neither side competes for the cores.
     """
     classifier = build_classifier(settings)
@@ -42,22 +43,16 @@ def measure_raw(settings: Settings, texts: Sequence[str], seconds: float) -> lis
     queries = [encoder.format_query(t) for t in texts]
     by_length = [queries[i] for i in sorted(range(len(queries)), key=encoder.token_counts(queries).__getitem__)]
     chunks = [by_length[i : i + settings.batch_size] for i in range(0, len(by_length), settings.batch_size)]
-    planned_overhead = encoder.forward_overhead_tokens
 
     def fixed_chunks(_: list[str]) -> None:
-        # A model call "costing" more than any padding makes each chunk exactly one forward.
-        encoder.forward_overhead_tokens = float("inf")
-        try:
-            for chunk in chunks:
-                encoder.encode(chunk)
-        finally:
-            encoder.forward_overhead_tokens = planned_overhead
+        for chunk in chunks:
+            encoder.encode_padded(chunk, one_call=True)
 
     results: list[RawResult] = []
     try:
         for name, fn in (
             (f"raw forward, batch {settings.batch_size} sorted", fixed_chunks),
-            ("raw forward, planned sub-batches", encoder.encode_queries),
+            ("raw forward, the encoder's own batching", encoder.encode_queries),
             ("raw classify()", classifier.classify),
         ):
             fn(list(texts))  # warm-up: first calls pay allocator and kernel-selection costs
@@ -97,7 +92,7 @@ def measure_arrival_order(settings: Settings, texts: Sequence[str], sizes: Seque
     The floor sorts all the texts by length before cutting batches, which no server can do: at N
     clients its batches hold at most N texts of whatever length arrived together, so it pays padding
     and per-call costs the floor avoids. These rates (a fixed shuffle cut into chunks of ``size``,
-    each through the encoder's own planned sub-batches, as the server runs them) are the most a path
+    each through the encoder's own batching, as the server runs them) are the most a path
     can reach at that many clients on these texts, HTTP and scheduling costing nothing; a path's
     share of them is what its serving layer itself costs.
     """

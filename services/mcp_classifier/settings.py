@@ -49,6 +49,15 @@ class Settings(BaseSettings):
         "0 measures it at start.",
     )
 
+    pack_width_tokens: int = Field(
+        64,
+        ge=0,
+        le=32768,
+        description="A batch's texts packed end to end into rows of about this many tokens, each text attending only to "
+        "its own (one model call, almost no padding); turned off at load where the model's packed and padded embeddings "
+        "differ. 0: padded, length-sorted sub-batches.",
+    )
+
     scoring_method: Literal["auto", "neighbours", "prototype", "linear", "ensemble"] = Field(
         "auto",
         description="How examples become scores: neighbours (top-k similar examples + description), prototype (+ category "

@@ -296,6 +296,7 @@ tests/test_helm_chart.py renders this and compares it with `mcp-classifier serve
 {{- if ne (int $e.maxSeqLength) 256 }}{{ $_ := set $settings "max_seq_length" (int $e.maxSeqLength) }}{{ end -}}
 {{- if ne (int $e.torchThreads) 0 }}{{ $_ := set $settings "torch_threads" (int $e.torchThreads) }}{{ end -}}
 {{- if ne (float64 $e.forwardOverheadTokens) 0.0 }}{{ $_ := set $settings "forward_overhead_tokens" $e.forwardOverheadTokens }}{{ end -}}
+{{- if ne (int $e.packWidthTokens) 64 }}{{ $_ := set $settings "pack_width_tokens" (int $e.packWidthTokens) }}{{ end -}}
 {{- if ne $e.scoringMethod "auto" }}{{ $_ := set $settings "scoring_method" $e.scoringMethod }}{{ end -}}
 {{- if ne $e.lexicalScoring "auto" }}{{ $_ := set $settings "lexical_scoring" $e.lexicalScoring }}{{ end -}}
 {{- if ne (int $e.batchSize) 32 }}{{ $_ := set $settings "batch_size" (int $e.batchSize) }}{{ end -}}

@@ -40,6 +40,7 @@ def build_classifier(settings: Settings) -> Classifier:
         max_seq_length=settings.max_seq_length,
         batch_size=settings.batch_size,
         forward_overhead_tokens=settings.forward_overhead_tokens,
+        pack_width=settings.pack_width_tokens,
     )
     return Classifier(encoder, config, settings.scoring_method, settings.lexical_scoring)
 

@@ -17,12 +17,16 @@ import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from .batch_plan import plan_sub_batches
+from .packing import PackedBatch, attention_mask, pack, pool_packed
 from .random_models import build_random_model, is_random_model, random_model_config
 
 log = logging.getLogger(__name__)
 
 BUILTIN_MINILM = "builtin:minilm"
 Pooling = Literal["mean", "cls", "last"]
+
+# Packed and padded embeddings of one text differ only by float rounding (bf16 on a GPU included).
+PACKING_MIN_COSINE = 0.999
 
 # Decoder families used as embedders (Qwen3-Embedding and kin) pool on the last token.
 _DECODER_MODEL_TYPES = {"qwen2", "qwen3", "llama", "mistral", "gemma", "gemma2", "gemma3", "phi3"}
@@ -113,6 +117,7 @@ class TextEncoder:
         max_seq_length: int = 256,
         batch_size: int = 32,
         forward_overhead_tokens: float = 0.0,
+        pack_width: int = 0,
     ) -> None:
         self.model_id = model
         path = resolve_model_path(model)
@@ -154,6 +159,9 @@ class TextEncoder:
         # How costly a model call is next to padding: decides how a mixed batch is split (batch_plan).
         self.forward_overhead_tokens = forward_overhead_tokens or self.measure_forward_overhead()
         log.info("one forward costs about as much as %.0f tokens of padding", self.forward_overhead_tokens)
+        self._causal = detect_pooling_from_config(self.model.config) == "last" or bool(getattr(self.model.config, "is_decoder", False))
+        self.pack_width_asked = pack_width
+        self.pack_width = pack_width if pack_width and self._packing_matches_padding() else 0
 
     @property
     def info(self) -> EncoderInfo:
@@ -187,15 +195,45 @@ class TextEncoder:
         return [len(ids) for ids in self._tokenize(texts)["input_ids"]]
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed texts length-sorted, in the sub-batches `plan_sub_batches` finds cheapest."""
+        """Embed texts packed into rows when the model allows it, else length-sorted in planned sub-batches."""
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)
         features = self._tokenize(texts)
+        self.last_batch_tokens = int(sum(len(ids) for ids in features["input_ids"]))  # read by tracing (forward span attribute)
+        if self.pack_width and len(texts) > 1:  # one text has no padding to save: the plain call is cheaper
+            return self._encode_packed(features["input_ids"], self.pack_width)
+        return self._encode_padded(features)
+
+    def encode_padded(self, texts: Sequence[str], *, one_call: bool = False) -> np.ndarray:
+        """Embed texts padded, never packed: in planned sub-batches, or in one call (the benchmarks' floor)."""
+        if not texts:
+            return np.zeros((0, self.dimensions), dtype=np.float32)
+        features = self._tokenize(texts)
+        if one_call:
+            return self._forward(self._pad(features))
+        return self._encode_padded(features)
+
+    def _encode_packed(self, token_ids: list[list[int]], width: int) -> np.ndarray:
+        """Packed rows, at most `batch_size` of them per model call."""
+        batch, order = pack(token_ids, width, self._pad_id)
+        pooled = np.empty((len(token_ids), self.dimensions), dtype=np.float32)
+        done = 0
+        calls = 0
+        for first_row in range(0, batch.rows, self.batch_size):
+            part = batch.take_rows(slice(first_row, first_row + self.batch_size))
+            count = len(part.text_row)
+            pooled[order[done : done + count]] = self._forward_packed(part)
+            done += count
+            calls += 1
+        self.last_forward_calls = calls
+        return pooled
+
+    def _encode_padded(self, features: dict[str, list[list[int]]]) -> np.ndarray:
+        """Length-sorted, in the sub-batches `plan_sub_batches` finds cheapest."""
         counts = [len(ids) for ids in features["input_ids"]]
-        self.last_batch_tokens = int(sum(counts))  # read by tracing (forward span attribute)
         order = np.argsort(counts, kind="stable")
         groups = plan_sub_batches([counts[i] for i in order], self.batch_size, self.forward_overhead_tokens)
-        out = np.empty((len(texts), self.dimensions), dtype=np.float32)
+        out = np.empty((len(counts), self.dimensions), dtype=np.float32)
         for group in groups:
             idx = order[group]
             out[idx] = self._forward(self._pad({name: [rows[i] for i in idx] for name, rows in features.items()}))
@@ -228,6 +266,49 @@ class TextEncoder:
         pooled = pool(hidden, batch["attention_mask"], self.pooling, left_padded=self.tokenizer.padding_side == "left")
         pooled = torch.nn.functional.normalize(pooled.float(), p=2, dim=-1)
         return pooled.cpu().numpy()
+
+    @property
+    def _pad_id(self) -> int:
+        return int(self.tokenizer.pad_token_id)
+
+    @torch.inference_mode()
+    def _forward_packed(self, batch: PackedBatch) -> np.ndarray:
+        input_ids = torch.from_numpy(batch.input_ids).to(self.device)
+        inputs = {
+            "input_ids": input_ids,
+            "position_ids": torch.from_numpy(batch.position_ids).to(self.device),
+            "attention_mask": attention_mask(torch.from_numpy(batch.segment_ids).to(self.device), causal=self._causal),
+        }
+        if "token_type_ids" in self.tokenizer.model_input_names:
+            inputs["token_type_ids"] = torch.zeros_like(input_ids)
+        hidden = self.model(**inputs).last_hidden_state
+        pooled = torch.nn.functional.normalize(pool_packed(hidden, batch, self.pooling).float(), p=2, dim=-1)
+        return pooled.cpu().numpy()
+
+    def _packing_matches_padding(self) -> bool:
+        """Whether packed rows give this model's padded embeddings: position ids and a 4-D mask must both be honoured.
+
+        Some architectures ignore one or the other (learned absolute positions read from a buffer,
+        a mask rebuilt from scratch); for them packing would silently change every embedding, so it
+        stays off. Probe texts of several lengths share rows, so a text that saw its neighbours shows.
+        """
+        probe = [f"probe {'word ' * n}for packing" for n in (1, 3, 7, 12, 2, 5)]
+        features = self._tokenize(probe)
+        try:
+            packed = self._encode_packed(features["input_ids"], width=max(len(ids) for ids in features["input_ids"]) * 3)
+        except (RuntimeError, TypeError, ValueError) as exc:
+            log.warning("packing texts into rows is off (padded batches instead): the model rejected packed inputs (%s)", exc)
+            return False
+        padded = np.concatenate([self._forward(self._pad({k: [v[i]] for k, v in features.items()})) for i in range(len(probe))])
+        agreement = float(np.min(np.sum(packed * padded, axis=1)))
+        if agreement < PACKING_MIN_COSINE:
+            log.warning(
+                "packing texts into rows is off (padded batches instead): packed embeddings differ from padded ones (cosine %.4f)",
+                agreement,
+            )
+            return False
+        log.info("texts are packed into rows of about %d tokens (packed and padded embeddings agree)", self.pack_width_asked)
+        return True
 
     @torch.inference_mode()
     def measure_forward_overhead(self, *, length: int = 16, rows: int = 8, repeats: int = 3) -> float:

@@ -20,6 +20,7 @@ REPLICA_SETTINGS = (
     "max_seq_length",
     "torch_threads",
     "forward_overhead_tokens",
+    "pack_width_tokens",
     "batch_size",
     "categories_file",
     "scoring_method",

@@ -1,0 +1,69 @@
+"""Packing texts into rows: every text once, no row over its width, each text seeing only its own tokens."""
+
+from __future__ import annotations
+
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mcp_classifier.core.packing import attention_mask, pack, pack_rows, pool_packed
+
+lengths_lists = st.lists(st.integers(min_value=1, max_value=40), min_size=1, max_size=40)
+
+
+@given(lengths=lengths_lists, width=st.integers(min_value=1, max_value=128))
+def test_rows_hold_every_text_once_and_stay_within_width(lengths: list[int], width: int) -> None:
+    rows = pack_rows(lengths, width)
+    assert sorted(i for row in rows for i in row) == list(range(len(lengths)))
+    for row in rows:
+        # a text longer than the width sits alone; otherwise the row fits
+        assert len(row) == 1 or sum(lengths[i] for i in row) <= width
+
+
+def test_first_fit_fills_rows_before_opening_new_ones() -> None:
+    # 10+6 and 8+8 fit rows of 16: two rows, where one text per row would take four
+    assert sorted(sorted(r) for r in pack_rows([10, 8, 8, 6], 16)) == [[0, 3], [1, 2]]
+
+
+@given(lengths=lengths_lists, width=st.integers(min_value=1, max_value=96))
+def test_packed_batch_puts_each_text_where_it_says(lengths: list[int], width: int) -> None:
+    token_ids = [[100 * (t + 1) + k for k in range(n)] for t, n in enumerate(lengths)]
+    batch, order = pack(token_ids, width, pad_id=0)
+    assert sorted(order.tolist()) == list(range(len(lengths)))
+    for slot, text in enumerate(order):
+        row, start, length = batch.text_row[slot], batch.text_start[slot], batch.text_length[slot]
+        assert batch.input_ids[row, start : start + length].tolist() == token_ids[text]
+        assert batch.position_ids[row, start : start + length].tolist() == list(range(length))
+        assert set(batch.segment_ids[row, start : start + length].tolist()) == {slot}
+    pads = batch.segment_ids < 0
+    assert (batch.input_ids[pads] == 0).all()
+    assert len(set(batch.segment_ids[pads].tolist())) == int(pads.sum())  # every pad is its own segment
+    assert batch.input_ids.shape[1] == max(sum(lengths[i] for i in order[batch.text_row == r]) for r in range(batch.rows))
+
+
+def test_taking_rows_renumbers_their_texts_from_zero() -> None:
+    batch, order = pack([[1] * 5, [2] * 5, [3] * 5, [4] * 5], width=10, pad_id=0)
+    second = batch.take_rows(slice(1, 2))
+    assert second.rows == 1
+    assert sorted(second.segment_ids[second.segment_ids >= 0].tolist()) == [0] * 5 + [1] * 5
+    assert second.text_row.tolist() == [0, 0]
+
+
+def test_mask_keeps_each_text_to_itself_and_causal_to_the_past() -> None:
+    segments = torch.tensor([[0, 0, 1, 1, 1, -6]])
+    full = attention_mask(segments, causal=False)[0, 0]
+    assert full.shape == (6, 6)
+    assert full[0, 1] and full[1, 0] and not full[1, 2] and not full[2, 1]
+    assert full[5].tolist() == [False] * 5 + [True]  # a pad sees only itself, so its softmax row is never empty
+    causal = attention_mask(segments, causal=True)[0, 0]
+    assert causal[3, 2] and not causal[2, 3] and not causal[2, 1]
+
+
+def test_pooling_reads_each_texts_own_tokens() -> None:
+    texts = [[1, 2, 3], [8], [4, 6]]
+    batch, order = pack(texts, width=8, pad_id=0)
+    hidden = torch.from_numpy(batch.input_ids).float().unsqueeze(-1)  # a token's vector is its id
+    in_order = [texts[int(t)] for t in order]
+    assert pool_packed(hidden, batch, "mean")[:, 0].tolist() == [sum(t) / len(t) for t in in_order]
+    assert pool_packed(hidden, batch, "cls")[:, 0].tolist() == [t[0] for t in in_order]
+    assert pool_packed(hidden, batch, "last")[:, 0].tolist() == [t[-1] for t in in_order]
