@@ -118,16 +118,15 @@ TOOL_FILTER: dict[str, Any] = {
             "description": "Needs a non-blank `query`, or `messages` with a user message that has text (the last one is "
             "the query); a request with neither is refused with 400.",
             "properties": {
-                "query": {"type": "string"},
-                "messages": {"type": "array", "items": MESSAGE},
+                # null stands for "not given" (clients serialise unset fields so): the handler takes it as absent
+                "query": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+                "messages": {"anyOf": [{"type": "array", "items": MESSAGE}, {"type": "null"}]},
                 "tools": {"type": "array", "items": TOOL},
                 "top_k": {"type": "integer", "minimum": 1},
                 "threshold": {
-                    "type": "number",
-                    "minimum": -1,
-                    "maximum": 1,
-                    "description": "A cosine. Omitted: the service's default for its model (tool_threshold; select_tools' "
-                    "inputSchema in tools/list shows it).",
+                    "anyOf": [{"type": "number", "minimum": -1, "maximum": 1}, {"type": "null"}],
+                    "description": "A cosine. Omitted or null: the service's default for its model (tool_threshold; "
+                    "select_tools' inputSchema in tools/list shows it).",
                 },
             },
             "required": ["tools"],
