@@ -16,14 +16,14 @@ from tests.support.tiny_models import build_tiny_qwen3
 
 @pytest.fixture(scope="module")
 def packed_minilm() -> TextEncoder:
-    # rows of 24 tokens and two rows a call: the mixed texts need several rows and several calls
-    return TextEncoder("builtin:minilm", device="cpu", forward_overhead_tokens=1.0, pack_width=24, batch_size=2)
+    # rows of 24 tokens, eight texts a call, and a call costing 60 tokens (about what MiniLM measures on CPU)
+    return TextEncoder("builtin:minilm", device="cpu", forward_overhead_tokens=60.0, pack_width=24, batch_size=8)
 
 
 @pytest.fixture(scope="module")
 def packed_tiny_qwen3(tmp_path_factory: pytest.TempPathFactory) -> TextEncoder:
     path: Path = build_tiny_qwen3(tmp_path_factory.mktemp("tiny-qwen3-pack"))
-    return TextEncoder(str(path), device="cpu", forward_overhead_tokens=1.0, pack_width=24, batch_size=2)
+    return TextEncoder(str(path), device="cpu", forward_overhead_tokens=60.0, pack_width=24, batch_size=8)
 
 
 @pytest.mark.parametrize("encoder_name", ["packed_minilm", "packed_tiny_qwen3"])
@@ -33,14 +33,21 @@ def test_packed_rows_give_each_texts_own_vector(encoder_name: str, request: pyte
     assert encoder.pack_width == 24  # the load-time check found packing exact for this model
     texts = MIXED_TEXTS * 2
     got = encoder.encode(texts)
-    assert encoder.last_forward_calls > 1  # more rows than one call takes
+    assert encoder.last_batch_packed
+    assert encoder.last_forward_calls > 1  # more texts than one call takes
     np.testing.assert_allclose(got, reference_vectors(encoder, texts), atol=1e-5)
 
 
-def test_packing_shares_rows_and_calls(packed_minilm: TextEncoder) -> None:
-    short = ["hi there", "thanks", "ok then", "why", "sure thing", "bye now"]
-    packed_minilm.encode(short)
-    assert packed_minilm.last_forward_calls == 1  # six short texts fit two rows of 24 tokens: one call
+def test_mixed_lengths_are_packed_and_alike_lengths_stay_padded(packed_minilm: TextEncoder) -> None:
+    """Packing where it saves padding; the length-sorted plan where lengths are alike and packing would only widen attention."""
+    mixed = ["hi", "explain how the alliances of 1914 made a regional war spread across europe", "why", "thanks a lot"]
+    got = packed_minilm.encode(mixed)
+    assert packed_minilm.last_batch_packed
+    np.testing.assert_allclose(got, reference_vectors(packed_minilm, mixed), atol=1e-5)
+    alike = ["what is the capital of france", "what is the capital of spain", "what is the capital of italy"]
+    got = packed_minilm.encode(alike)
+    assert not packed_minilm.last_batch_packed
+    np.testing.assert_allclose(got, reference_vectors(packed_minilm, alike), atol=1e-5)
 
 
 class _CountsItsOwnPositions(torch.nn.Module):

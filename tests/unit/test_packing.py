@@ -6,7 +6,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcp_classifier.core.packing import attention_mask, pack, pack_rows, pool_packed
+from mcp_classifier.core.batch_plan import plan_cost, plan_sub_batches
+from mcp_classifier.core.packing import attention_mask, pack, pack_rows, packed_cost, pool_packed, split_calls
 
 lengths_lists = st.lists(st.integers(min_value=1, max_value=40), min_size=1, max_size=40)
 
@@ -67,3 +68,27 @@ def test_pooling_reads_each_texts_own_tokens() -> None:
     assert pool_packed(hidden, batch, "mean")[:, 0].tolist() == [sum(t) / len(t) for t in in_order]
     assert pool_packed(hidden, batch, "cls")[:, 0].tolist() == [t[0] for t in in_order]
     assert pool_packed(hidden, batch, "last")[:, 0].tolist() == [t[-1] for t in in_order]
+
+
+@given(lengths=lengths_lists, width=st.integers(min_value=1, max_value=96), max_texts=st.integers(min_value=1, max_value=8))
+def test_calls_cover_the_rows_in_order_and_hold_at_most_max_texts(lengths: list[int], width: int, max_texts: int) -> None:
+    batch, _ = pack([[1] * n for n in lengths], width, pad_id=0)
+    calls = split_calls(batch, max_texts)
+    assert calls[0].start == 0 and calls[-1].stop == batch.rows
+    assert all(a.stop == b.start for a, b in zip(calls, calls[1:]))
+    for call in calls:
+        texts = int(((batch.text_row >= call.start) & (batch.text_row < call.stop)).sum())
+        assert texts <= max_texts or call.stop - call.start == 1
+
+
+def test_packing_costs_less_than_padding_only_where_lengths_are_mixed() -> None:
+    def costs(lengths: list[int]) -> tuple[float, float]:
+        batch, _ = pack([[1] * n for n in lengths], width=64, pad_id=0)
+        ordered = sorted(lengths)
+        padded = plan_cost(ordered, plan_sub_batches(ordered, 32, 60.0), 60.0)
+        return packed_cost(batch, split_calls(batch, 32), 60.0), padded
+
+    packed, padded = costs([5, 40, 8, 33, 12, 38, 6, 25] * 4)  # live queries: short and long mixed
+    assert packed < padded
+    packed, padded = costs([27, 28, 29, 28] * 8)  # a tool list: alike lengths, one padded call wastes little
+    assert packed >= padded

@@ -44,3 +44,8 @@ def plan_sub_batches(sorted_lengths: Sequence[int], max_rows: int, overhead_toke
         end = start
     groups.reverse()
     return groups
+
+
+def plan_cost(sorted_lengths: Sequence[int], groups: Sequence[slice], overhead_tokens: float) -> float:
+    """The cost `plan_sub_batches` minimises, of the given groups: to weigh a plan against packing."""
+    return sum(overhead_tokens + (g.stop - g.start) * sorted_lengths[g.stop - 1] for g in groups)

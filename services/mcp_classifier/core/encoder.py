@@ -16,8 +16,8 @@ import numpy as np
 import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
-from .batch_plan import plan_sub_batches
-from .packing import PackedBatch, attention_mask, pack, pool_packed
+from .batch_plan import plan_cost, plan_sub_batches
+from .packing import PackedBatch, attention_mask, pack, packed_cost, pool_packed, split_calls
 from .random_models import build_random_model, is_random_model, random_model_config
 
 log = logging.getLogger(__name__)
@@ -153,6 +153,7 @@ class TextEncoder:
         self.dimensions = int(getattr(self.model.config, "hidden_size", 0))
         self.last_batch_tokens = 0
         self.last_forward_calls = 0
+        self.last_batch_packed = False  # read by tracing, like the two above
         # HF fast tokenizers change their padding/truncation state per call: not safe to share
         # across threads, so calls are serialised (the forward itself runs concurrently).
         self._tokenizer_lock = threading.Lock()
@@ -195,14 +196,25 @@ class TextEncoder:
         return [len(ids) for ids in self._tokenize(texts)["input_ids"]]
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed texts packed into rows when the model allows it, else length-sorted in planned sub-batches."""
+        """Embed texts packed into rows or padded in length-sorted sub-batches, whichever runs fewer tokens.
+
+        Packing wins where lengths are mixed (live queries); where they are alike (a tool list)
+        sorted padding wastes little and packing's wider attention costs more, so the plan is kept.
+        """
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)
         features = self._tokenize(texts)
-        self.last_batch_tokens = int(sum(len(ids) for ids in features["input_ids"]))  # read by tracing (forward span attribute)
-        if self.pack_width and len(texts) > 1:  # one text has no padding to save: the plain call is cheaper
-            return self._encode_packed(features["input_ids"], self.pack_width)
-        return self._encode_padded(features)
+        counts = [len(ids) for ids in features["input_ids"]]
+        self.last_batch_tokens = int(sum(counts))  # read by tracing (forward span attribute)
+        order = np.argsort(counts, kind="stable")
+        sorted_counts = [counts[i] for i in order]
+        groups = plan_sub_batches(sorted_counts, self.batch_size, self.forward_overhead_tokens)
+        if self.pack_width and len(texts) > 1:  # one text has no padding to save
+            batch, packed_order = pack(features["input_ids"], self.pack_width, self._pad_id)
+            calls = split_calls(batch, self.batch_size)
+            if packed_cost(batch, calls, self.forward_overhead_tokens) < plan_cost(sorted_counts, groups, self.forward_overhead_tokens):
+                return self._run_packed(batch, packed_order, calls)
+        return self._run_padded(features, order, groups)
 
     def encode_padded(self, texts: Sequence[str], *, one_call: bool = False) -> np.ndarray:
         """Embed texts padded, never packed: in planned sub-batches, or in one call (the benchmarks' floor)."""
@@ -211,33 +223,37 @@ class TextEncoder:
         features = self._tokenize(texts)
         if one_call:
             return self._forward(self._pad(features))
-        return self._encode_padded(features)
+        counts = [len(ids) for ids in features["input_ids"]]
+        order = np.argsort(counts, kind="stable")
+        return self._run_padded(
+            features, order, plan_sub_batches([counts[i] for i in order], self.batch_size, self.forward_overhead_tokens)
+        )
 
     def _encode_packed(self, token_ids: list[list[int]], width: int) -> np.ndarray:
-        """Packed rows, at most `batch_size` of them per model call."""
+        """Packed rows whatever the cost (the load-time check)."""
         batch, order = pack(token_ids, width, self._pad_id)
-        pooled = np.empty((len(token_ids), self.dimensions), dtype=np.float32)
+        return self._run_packed(batch, order, split_calls(batch, self.batch_size))
+
+    def _run_packed(self, batch: PackedBatch, order: np.ndarray, calls: list[slice]) -> np.ndarray:
+        pooled = np.empty((len(order), self.dimensions), dtype=np.float32)
         done = 0
-        calls = 0
-        for first_row in range(0, batch.rows, self.batch_size):
-            part = batch.take_rows(slice(first_row, first_row + self.batch_size))
+        for call in calls:
+            part = batch.take_rows(call)
             count = len(part.text_row)
             pooled[order[done : done + count]] = self._forward_packed(part)
             done += count
-            calls += 1
-        self.last_forward_calls = calls
+        self.last_forward_calls = len(calls)
+        self.last_batch_packed = True
         return pooled
 
-    def _encode_padded(self, features: dict[str, list[list[int]]]) -> np.ndarray:
-        """Length-sorted, in the sub-batches `plan_sub_batches` finds cheapest."""
-        counts = [len(ids) for ids in features["input_ids"]]
-        order = np.argsort(counts, kind="stable")
-        groups = plan_sub_batches([counts[i] for i in order], self.batch_size, self.forward_overhead_tokens)
-        out = np.empty((len(counts), self.dimensions), dtype=np.float32)
+    def _run_padded(self, features: dict[str, list[list[int]]], order: np.ndarray, groups: list[slice]) -> np.ndarray:
+        """Length-sorted (`order`), one padded call per group."""
+        out = np.empty((len(order), self.dimensions), dtype=np.float32)
         for group in groups:
             idx = order[group]
             out[idx] = self._forward(self._pad({name: [rows[i] for i in idx] for name, rows in features.items()}))
         self.last_forward_calls = len(groups)
+        self.last_batch_packed = False
         return out
 
     def _pad(self, features: dict[str, list[list[int]]]) -> dict[str, torch.Tensor]:

@@ -106,6 +106,31 @@ def pack(token_ids: Sequence[Sequence[int]], width: int, pad_id: int) -> tuple[P
     return PackedBatch(input_ids, position_ids, segment_ids, text_row, text_start, text_length), np.asarray(order, dtype=np.int64)
 
 
+def split_calls(batch: PackedBatch, max_texts: int) -> list[slice]:
+    """Consecutive rows per model call, at most ``max_texts`` texts each (a row of more stands alone).
+
+    Bounded by texts rather than rows so a call holds no more tokens than a padded batch of
+    ``max_texts`` would: on CPU, larger activations fall out of cache and the matmuls slow down.
+    """
+    texts_per_row = np.bincount(batch.text_row, minlength=batch.rows)
+    calls: list[slice] = []
+    first = 0
+    while first < batch.rows:
+        end, count = first + 1, int(texts_per_row[first])
+        while end < batch.rows and count + texts_per_row[end] <= max_texts:
+            count += int(texts_per_row[end])
+            end += 1
+        calls.append(slice(first, end))
+        first = end
+    return calls
+
+
+def packed_cost(batch: PackedBatch, calls: Sequence[slice], overhead_tokens: float) -> float:
+    """The cost of these calls in batch_plan's units: a call's fixed cost plus the tokens it runs, pads included."""
+    width = batch.input_ids.shape[1]
+    return sum(overhead_tokens + (call.stop - call.start) * width for call in calls)
+
+
 def attention_mask(segment_ids: torch.Tensor, *, causal: bool) -> torch.Tensor:
     """[rows, 1, width, width] booleans: a token sees its own text's tokens (the earlier ones only, if causal).
 

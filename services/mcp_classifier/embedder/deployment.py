@@ -158,7 +158,8 @@ class Embedder:
             span.set_attribute("mcp_classifier.batch_size", len(texts))
             results = self._classifier.classify(texts)
             span.set_attribute("mcp_classifier.tokens", self._classifier.encoder.last_batch_tokens)
-            span.set_attribute("mcp_classifier.model_calls", self._classifier.encoder.last_forward_calls)  # planned sub-batches
+            span.set_attribute("mcp_classifier.model_calls", self._classifier.encoder.last_forward_calls)
+            span.set_attribute("mcp_classifier.packed", self._classifier.encoder.last_batch_packed)
             return results
 
     def _reload_categories(self) -> None:
