@@ -249,6 +249,7 @@ def test_one_request_is_traced_across_gateway_grpc_replica_batch_and_forward(ray
     forward = found["embedder forward"]
     assert forward.attributes["mcp_classifier.batch_size"] >= 1 and forward.attributes["mcp_classifier.tokens"] > 0
     assert 1 <= forward.attributes["mcp_classifier.model_calls"] <= forward.attributes["mcp_classifier.batch_size"]
+    assert isinstance(forward.attributes["mcp_classifier.packed"], bool)  # packed rows or padded plan: the trace says which
 
 
 def test_backend_down_answers_within_the_deadline_and_recovers_without_restart(
