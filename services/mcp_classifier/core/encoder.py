@@ -10,20 +10,19 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, cast
+from typing import cast
 
 import numpy as np
 import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from .batch_plan import plan_cost, plan_sub_batches
-from .packing import PackedBatch, attention_mask, pack, packed_cost, pool_packed, split_calls
+from .packing import PackedBatch, Pooling, attention_mask, pack, packed_cost, pool_packed, split_calls
 from .random_models import build_random_model, is_random_model, random_model_config
 
 log = logging.getLogger(__name__)
 
 BUILTIN_MINILM = "builtin:minilm"
-Pooling = Literal["mean", "cls", "last"]
 
 # Packed and padded embeddings of one text differ only by float rounding (bf16 on a GPU included).
 PACKING_MIN_COSINE = 0.999
@@ -66,13 +65,16 @@ def detect_pooling(model_dir: str, config: object) -> Pooling:
     return detect_pooling_from_config(config)
 
 
-def detect_pooling_from_config(config: object) -> Pooling:
-    """Last-token for decoder families (Qwen3-Embedding and kin), else mean."""
+def is_decoder_family(config: object) -> bool:
+    """A causal architecture used as an embedder: Qwen3-Embedding and kin."""
     model_type = getattr(config, "model_type", "")
     architectures = getattr(config, "architectures", None) or []
-    if model_type in _DECODER_MODEL_TYPES or any(a.endswith("ForCausalLM") for a in architectures):
-        return "last"
-    return "mean"
+    return model_type in _DECODER_MODEL_TYPES or any(a.endswith("ForCausalLM") for a in architectures)
+
+
+def detect_pooling_from_config(config: object) -> Pooling:
+    """Last-token for decoder families (Qwen3-Embedding and kin), else mean."""
+    return "last" if is_decoder_family(config) else "mean"
 
 
 def pick_device(device: str) -> torch.device:
@@ -160,9 +162,11 @@ class TextEncoder:
         # How costly a model call is next to padding: decides how a mixed batch is split (batch_plan).
         self.forward_overhead_tokens = forward_overhead_tokens or self.measure_forward_overhead()
         log.info("one forward costs about as much as %.0f tokens of padding", self.forward_overhead_tokens)
-        self._causal = detect_pooling_from_config(self.model.config) == "last" or bool(getattr(self.model.config, "is_decoder", False))
-        self.pack_width_asked = pack_width
+        # Causal attention: a decoder family, or an encoder configured as a decoder (its pooling stays its own).
+        self._causal = is_decoder_family(self.model.config) or bool(getattr(self.model.config, "is_decoder", False))
         self.pack_width = pack_width if pack_width and self._packing_matches_padding() else 0
+        if self.pack_width:
+            log.info("texts are packed into rows of about %d tokens (packed and padded embeddings agree)", self.pack_width)
 
     @property
     def info(self) -> EncoderInfo:
@@ -204,15 +208,12 @@ class TextEncoder:
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)
         features = self._tokenize(texts)
-        counts = [len(ids) for ids in features["input_ids"]]
-        self.last_batch_tokens = int(sum(counts))  # read by tracing (forward span attribute)
-        order = np.argsort(counts, kind="stable")
-        sorted_counts = [counts[i] for i in order]
-        groups = plan_sub_batches(sorted_counts, self.batch_size, self.forward_overhead_tokens)
+        self.last_batch_tokens = int(sum(len(ids) for ids in features["input_ids"]))  # read by tracing (forward span attribute)
+        order, groups, padded_cost = self._padded_plan(features)
         if self.pack_width and len(texts) > 1:  # one text has no padding to save
             batch, packed_order = pack(features["input_ids"], self.pack_width, self._pad_id)
             calls = split_calls(batch, self.batch_size)
-            if packed_cost(batch, calls, self.forward_overhead_tokens) < plan_cost(sorted_counts, groups, self.forward_overhead_tokens):
+            if packed_cost(batch, calls, self.forward_overhead_tokens) < padded_cost:
                 return self._run_packed(batch, packed_order, calls)
         return self._run_padded(features, order, groups)
 
@@ -223,11 +224,16 @@ class TextEncoder:
         features = self._tokenize(texts)
         if one_call:
             return self._forward(self._pad(features))
+        order, groups, _ = self._padded_plan(features)
+        return self._run_padded(features, order, groups)
+
+    def _padded_plan(self, features: dict[str, list[list[int]]]) -> tuple[np.ndarray, list[slice], float]:
+        """The length order, the cheapest padded sub-batches over it, and their cost (batch_plan's units)."""
         counts = [len(ids) for ids in features["input_ids"]]
         order = np.argsort(counts, kind="stable")
-        return self._run_padded(
-            features, order, plan_sub_batches([counts[i] for i in order], self.batch_size, self.forward_overhead_tokens)
-        )
+        sorted_counts = [counts[i] for i in order]
+        groups = plan_sub_batches(sorted_counts, self.batch_size, self.forward_overhead_tokens)
+        return order, groups, plan_cost(sorted_counts, groups, self.forward_overhead_tokens)
 
     def _encode_packed(self, token_ids: list[list[int]], width: int) -> np.ndarray:
         """Packed rows whatever the cost (the load-time check)."""
@@ -323,7 +329,6 @@ class TextEncoder:
                 agreement,
             )
             return False
-        log.info("texts are packed into rows of about %d tokens (packed and padded embeddings agree)", self.pack_width_asked)
         return True
 
     @torch.inference_mode()
