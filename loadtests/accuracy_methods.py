@@ -94,9 +94,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--methods", default=",".join(SCORING_METHODS))
     parser.add_argument("--lexical", default="off,auto", help="lexical_scoring values to run each method with [default: %(default)s]")
     parser.add_argument("--json", type=Path, help="also write every figure here")
+    parser.add_argument(
+        "--middle-layer-features",
+        choices=["on", "off"],
+        default="off",
+        help="classify on a middle layer beside the last [default: %(default)s]",
+    )
     args = parser.parse_args(argv)
     variants = [(m, lx) for lx in args.lexical.split(",") for m in args.methods.split(",")]
-    classifier = build_classifier(Settings(model=args.model))
+    classifier = build_classifier(Settings(model=args.model, middle_layer_features=args.middle_layer_features))
     encoder = classifier.encoder
     rows = []
     outcomes: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}

@@ -233,7 +233,7 @@ def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
     source = str(settings.categories_file or "the packaged default categories")
     print(
         f"doctor: {source}: {len(config.categories)} categories, scoring method {settings.scoring_method}, "
-        f"lexical scoring {settings.lexical_scoring}",
+        f"lexical scoring {settings.lexical_scoring}, middle layer features {settings.middle_layer_features}",
         file=sys.stderr,
     )
     encoder = build_classifier(settings).encoder

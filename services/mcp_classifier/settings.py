@@ -64,6 +64,12 @@ class Settings(BaseSettings):
         "centroids), linear (a logistic-regression head fitted on the examples at load), ensemble (linear + prototype); "
         "auto keeps whichever of the first three has the lowest out-of-fold log loss on the examples.",
     )
+    middle_layer_features: Literal["on", "off"] = Field(
+        "off",
+        description="on: classify on the model's middle layer beside its last (each pooled the model's way, side by side). "
+        "It keeps more of the wording: better on files with few examples, worse on short 'what is X?' questions "
+        "(docs/accuracy); check your file with `doctor` both ways. Tool-filter vectors stay the model's own embedding.",
+    )
     lexical_scoring: Literal["auto", "off"] = Field(
         "auto",
         description="Word matches beside the embeddings: BM25 over each category's name, description and examples, added "

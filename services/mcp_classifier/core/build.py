@@ -41,6 +41,7 @@ def build_classifier(settings: Settings) -> Classifier:
         batch_size=settings.batch_size,
         forward_overhead_tokens=settings.forward_overhead_tokens,
         pack_width=settings.pack_width_tokens,
+        middle_layer=settings.middle_layer_features,
     )
     return Classifier(encoder, config, settings.scoring_method, settings.lexical_scoring)
 

@@ -95,8 +95,8 @@ class Classifier:
         """Unit vectors for the tool filter: queries with the instruction, documents without."""
         if not texts:
             return np.zeros((0, self.encoder.dimensions), dtype=np.float32)
-        vectors = self.encoder.encode_queries(texts) if kind == "query" else self.encoder.encode_documents(texts)
-        return np.asarray(vectors, dtype=np.float32)
+        features = self.encoder.encode_queries(texts) if kind == "query" else self.encoder.encode_documents(texts)
+        return np.asarray(self.encoder.embedding_part(features), dtype=np.float32)
 
     def classify(self, texts: Sequence[str]) -> list[ClassificationResult]:
         config, index, policy, _ = self._state

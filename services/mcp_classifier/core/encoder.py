@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import Any, Literal, cast
 
 import numpy as np
 import torch
@@ -29,6 +30,9 @@ PACKING_MIN_COSINE = 0.999
 
 # Decoder families used as embedders (Qwen3-Embedding and kin) pool on the last token.
 _DECODER_MODEL_TYPES = {"qwen2", "qwen3", "llama", "mistral", "gemma", "gemma2", "gemma3", "phi3"}
+
+
+MiddleLayer = Literal["on", "off"]
 
 
 class ModelLoadError(RuntimeError):
@@ -120,6 +124,7 @@ class TextEncoder:
         batch_size: int = 32,
         forward_overhead_tokens: float = 0.0,
         pack_width: int = 0,
+        middle_layer: MiddleLayer = "off",
     ) -> None:
         self.model_id = model
         path = resolve_model_path(model)
@@ -153,6 +158,13 @@ class TextEncoder:
         use_instruction = query_instruction == "always" or (query_instruction == "auto" and self.pooling == "last")
         self.query_prefix = f"Instruct: {instruction}\nQuery:" if use_instruction and instruction else ""
         self.dimensions = int(getattr(self.model.config, "hidden_size", 0))
+        # Causal attention: a decoder family, or an encoder configured as a decoder (its pooling stays its own).
+        self._causal = is_decoder_family(self.model.config) or bool(getattr(self.model.config, "is_decoder", False))
+        # hidden_states indices pooled into the classification features: the last layer, and the middle one where asked.
+        self.feature_layers = self._feature_layers(middle_layer)
+        self.feature_dimensions = self.dimensions * len(self.feature_layers)
+        if len(self.feature_layers) > 1:
+            log.info("classifying on layer %d beside the last (middle_layer_features)", self.feature_layers[1])
         self.last_batch_tokens = 0
         self.last_forward_calls = 0
         self.last_batch_packed = False  # read by tracing, like the two above
@@ -162,8 +174,6 @@ class TextEncoder:
         # How costly a model call is next to padding: decides how a mixed batch is split (batch_plan).
         self.forward_overhead_tokens = forward_overhead_tokens or self.measure_forward_overhead()
         log.info("one forward costs about as much as %.0f tokens of padding", self.forward_overhead_tokens)
-        # Causal attention: a decoder family, or an encoder configured as a decoder (its pooling stays its own).
-        self._causal = is_decoder_family(self.model.config) or bool(getattr(self.model.config, "is_decoder", False))
         self.pack_width = pack_width if pack_width and self._packing_matches_padding() else 0
         if self.pack_width:
             log.info("texts are packed into rows of about %d tokens (packed and padded embeddings agree)", self.pack_width)
@@ -181,6 +191,22 @@ class TextEncoder:
 
     def format_query(self, text: str) -> str:
         return f"{self.query_prefix}{text}"
+
+    def _feature_layers(self, middle_layer: MiddleLayer) -> tuple[int, ...]:
+        """The last layer, plus the middle one when asked.
+
+        A middle layer keeps more of a text's words and phrasing than the last, which a
+        sentence-embedding objective has pulled towards topic. Beside it, few examples per category
+        separate better, but surface forms weigh more too (docs/accuracy), so it is the user's choice.
+        """
+        layers = int(getattr(self.model.config, "num_hidden_layers", 0) or 0)
+        return (-1, layers // 2) if middle_layer == "on" and layers >= 2 else (-1,)
+
+    def embedding_part(self, features: np.ndarray) -> np.ndarray:
+        """The model's own embedding (its last layer, unit length) out of classification features."""
+        if len(self.feature_layers) == 1:
+            return features
+        return np.ascontiguousarray(features[:, : self.dimensions]) * np.float32(math.sqrt(len(self.feature_layers)))
 
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
         """Incoming user queries: the instruction prefix applies (Qwen3-Embedding usage)."""
@@ -206,7 +232,7 @@ class TextEncoder:
         sorted padding wastes little and packing's wider attention costs more, so the plan is kept.
         """
         if not texts:
-            return np.zeros((0, self.dimensions), dtype=np.float32)
+            return np.zeros((0, self.feature_dimensions), dtype=np.float32)
         features = self._tokenize(texts)
         self.last_batch_tokens = int(sum(len(ids) for ids in features["input_ids"]))  # read by tracing (forward span attribute)
         order, groups, padded_cost = self._padded_plan(features)
@@ -220,7 +246,7 @@ class TextEncoder:
     def encode_padded(self, texts: Sequence[str], *, one_call: bool = False) -> np.ndarray:
         """Embed texts padded, never packed: in planned sub-batches, or in one call (the benchmarks' floor)."""
         if not texts:
-            return np.zeros((0, self.dimensions), dtype=np.float32)
+            return np.zeros((0, self.feature_dimensions), dtype=np.float32)
         features = self._tokenize(texts)
         if one_call:
             return self._forward(self._pad(features))
@@ -241,7 +267,7 @@ class TextEncoder:
         return self._run_packed(batch, order, split_calls(batch, self.batch_size))
 
     def _run_packed(self, batch: PackedBatch, order: np.ndarray, calls: list[slice]) -> np.ndarray:
-        pooled = np.empty((len(order), self.dimensions), dtype=np.float32)
+        pooled = np.empty((len(order), self.feature_dimensions), dtype=np.float32)
         done = 0
         for call in calls:
             part = batch.take_rows(call)
@@ -254,7 +280,7 @@ class TextEncoder:
 
     def _run_padded(self, features: dict[str, list[list[int]]], order: np.ndarray, groups: list[slice]) -> np.ndarray:
         """Length-sorted (`order`), one padded call per group."""
-        out = np.empty((len(order), self.dimensions), dtype=np.float32)
+        out = np.empty((len(order), self.feature_dimensions), dtype=np.float32)
         for group in groups:
             idx = order[group]
             out[idx] = self._forward(self._pad({name: [rows[i] for i in idx] for name, rows in features.items()}))
@@ -284,10 +310,18 @@ class TextEncoder:
 
     @torch.inference_mode()
     def _forward(self, batch: dict[str, torch.Tensor]) -> np.ndarray:
-        hidden = self.model(**batch).last_hidden_state
-        pooled = pool(hidden, batch["attention_mask"], self.pooling, left_padded=self.tokenizer.padding_side == "left")
-        pooled = torch.nn.functional.normalize(pooled.float(), p=2, dim=-1)
-        return pooled.cpu().numpy()
+        left_padded = self.tokenizer.padding_side == "left"
+        return self._features(
+            self.model(**batch, output_hidden_states=len(self.feature_layers) > 1),
+            lambda hidden: pool(hidden, batch["attention_mask"], self.pooling, left_padded=left_padded),
+        )
+
+    def _features(self, output: Any, pool_layer: Callable[[torch.Tensor], torch.Tensor]) -> np.ndarray:
+        """Each feature layer pooled and unit length, side by side, scaled so the whole is unit length too."""
+        layers = [output.last_hidden_state] + [output.hidden_states[i] for i in self.feature_layers[1:]]
+        blocks = [torch.nn.functional.normalize(pool_layer(hidden).float(), p=2, dim=-1) for hidden in layers]
+        features = blocks[0] if len(blocks) == 1 else torch.cat(blocks, dim=-1) / math.sqrt(len(blocks))
+        return features.cpu().numpy()
 
     @property
     def _pad_id(self) -> int:
@@ -303,9 +337,8 @@ class TextEncoder:
         }
         if "token_type_ids" in self.tokenizer.model_input_names:
             inputs["token_type_ids"] = torch.zeros_like(input_ids)
-        hidden = self.model(**inputs).last_hidden_state
-        pooled = torch.nn.functional.normalize(pool_packed(hidden, batch, self.pooling).float(), p=2, dim=-1)
-        return pooled.cpu().numpy()
+        output = self.model(**inputs, output_hidden_states=len(self.feature_layers) > 1)
+        return self._features(output, lambda hidden: pool_packed(hidden, batch, self.pooling))
 
     def _packing_matches_padding(self) -> bool:
         """Whether packed rows give this model's padded embeddings: position ids and a 4-D mask must both be honoured.

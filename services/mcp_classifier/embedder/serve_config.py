@@ -24,6 +24,7 @@ REPLICA_SETTINGS = (
     "batch_size",
     "categories_file",
     "scoring_method",
+    "middle_layer_features",
     "lexical_scoring",
 )
 
