@@ -21,13 +21,17 @@ MIXED_TEXTS = [
 ]
 
 
-def reference_vectors(encoder: TextEncoder, texts: list[str]) -> np.ndarray:
-    """One text per forward through the tokenizer's own call: no padding, no splitting, no sorting."""
+def reference_vectors(encoder: TextEncoder, texts: list[str], layer: int | None = None) -> np.ndarray:
+    """One text per forward through the tokenizer's own call: no padding, no splitting, no sorting.
+
+    Pooled from the model's output, or from ``hidden_states[layer]`` when a layer is named.
+    """
     out = []
     for text in texts:
         batch = encoder.tokenizer([text], truncation=True, max_length=encoder.max_seq_length, return_tensors="pt")
         with torch.inference_mode():
-            hidden = encoder.model(**batch).last_hidden_state
+            output = encoder.model(**batch, output_hidden_states=layer is not None)
+        hidden = output.last_hidden_state if layer is None else output.hidden_states[layer]
         vector = pool(hidden, batch["attention_mask"], encoder.pooling, left_padded=encoder.tokenizer.padding_side == "left")
         out.append(torch.nn.functional.normalize(vector.float(), dim=-1)[0].numpy())
     return np.stack(out)

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
-from mcp_classifier.core.encoder import TextEncoder, pool
+from mcp_classifier.core.encoder import TextEncoder
 from mcp_classifier.settings import Settings
 from mcp_classifier.wiring import build_classifier
 from tests.integration.test_batch_plan import MIXED_TEXTS, reference_vectors
@@ -34,15 +33,6 @@ def last_only() -> TextEncoder:
     return _encoder("off")
 
 
-def _alone(encoder: TextEncoder, text: str, layer: int) -> np.ndarray:
-    """One text per forward through the tokenizer's own call, mean-pooled at `layer` and unit length."""
-    batch = encoder.tokenizer([text], truncation=True, max_length=encoder.max_seq_length, return_tensors="pt")
-    with torch.inference_mode():
-        hidden = encoder.model(**batch, output_hidden_states=True).hidden_states[layer]
-    vector = pool(hidden, batch["attention_mask"], "mean", left_padded=False)
-    return torch.nn.functional.normalize(vector.float(), dim=-1)[0].numpy()
-
-
 def test_on_adds_the_middle_layer_and_off_keeps_the_last_alone(with_middle: TextEncoder, last_only: TextEncoder) -> None:
     assert with_middle.pooling == "mean" and with_middle.model.config.num_hidden_layers == 6
     assert with_middle.feature_layers == (-1, 3)
@@ -56,7 +46,7 @@ def test_on_adds_the_middle_layer_and_off_keeps_the_last_alone(with_middle: Text
 def test_features_are_both_layers_pooled_side_by_side(with_middle: TextEncoder, texts: list[str]) -> None:
     """Whichever way the batch runs (packed rows, padded sub-batches, one text), each text gets its own two layers."""
     got = with_middle.encode(texts)
-    expected = np.stack([np.concatenate([_alone(with_middle, t, -1), _alone(with_middle, t, 3)]) / np.sqrt(2) for t in texts])
+    expected = np.concatenate([reference_vectors(with_middle, texts), reference_vectors(with_middle, texts, layer=3)], axis=1) / np.sqrt(2)
     np.testing.assert_allclose(got, expected, atol=1e-5)
     np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
     assert with_middle.last_batch_packed == (len(texts) > 2)

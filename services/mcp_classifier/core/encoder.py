@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Literal, cast
 
 import numpy as np
 import torch
@@ -162,7 +162,6 @@ class TextEncoder:
         self._causal = is_decoder_family(self.model.config) or bool(getattr(self.model.config, "is_decoder", False))
         # hidden_states indices pooled into the classification features: the last layer, and the middle one where asked.
         self.feature_layers = self._feature_layers(middle_layer)
-        self.feature_dimensions = self.dimensions * len(self.feature_layers)
         if len(self.feature_layers) > 1:
             log.info("classifying on layer %d beside the last (middle_layer_features)", self.feature_layers[1])
         self.last_batch_tokens = 0
@@ -202,11 +201,15 @@ class TextEncoder:
         layers = int(getattr(self.model.config, "num_hidden_layers", 0) or 0)
         return (-1, layers // 2) if middle_layer == "on" and layers >= 2 else (-1,)
 
+    @property
+    def feature_dimensions(self) -> int:
+        return self.dimensions * len(self.feature_layers)
+
     def embedding_part(self, features: np.ndarray) -> np.ndarray:
         """The model's own embedding (its last layer, unit length) out of classification features."""
         if len(self.feature_layers) == 1:
             return features
-        return np.ascontiguousarray(features[:, : self.dimensions]) * np.float32(math.sqrt(len(self.feature_layers)))
+        return features[:, : self.dimensions] * np.float32(math.sqrt(len(self.feature_layers)))
 
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
         """Incoming user queries: the instruction prefix applies (Qwen3-Embedding usage)."""
@@ -311,13 +314,11 @@ class TextEncoder:
     @torch.inference_mode()
     def _forward(self, batch: dict[str, torch.Tensor]) -> np.ndarray:
         left_padded = self.tokenizer.padding_side == "left"
-        return self._features(
-            self.model(**batch, output_hidden_states=len(self.feature_layers) > 1),
-            lambda hidden: pool(hidden, batch["attention_mask"], self.pooling, left_padded=left_padded),
-        )
+        return self._features(batch, lambda hidden: pool(hidden, batch["attention_mask"], self.pooling, left_padded=left_padded))
 
-    def _features(self, output: Any, pool_layer: Callable[[torch.Tensor], torch.Tensor]) -> np.ndarray:
-        """Each feature layer pooled and unit length, side by side, scaled so the whole is unit length too."""
+    def _features(self, inputs: dict[str, torch.Tensor], pool_layer: Callable[[torch.Tensor], torch.Tensor]) -> np.ndarray:
+        """One model call; each feature layer pooled and unit length, side by side, scaled so the whole is unit length too."""
+        output = self.model(**inputs, output_hidden_states=len(self.feature_layers) > 1)
         layers = [output.last_hidden_state] + [output.hidden_states[i] for i in self.feature_layers[1:]]
         blocks = [torch.nn.functional.normalize(pool_layer(hidden).float(), p=2, dim=-1) for hidden in layers]
         features = blocks[0] if len(blocks) == 1 else torch.cat(blocks, dim=-1) / math.sqrt(len(blocks))
@@ -337,8 +338,7 @@ class TextEncoder:
         }
         if "token_type_ids" in self.tokenizer.model_input_names:
             inputs["token_type_ids"] = torch.zeros_like(input_ids)
-        output = self.model(**inputs, output_hidden_states=len(self.feature_layers) > 1)
-        return self._features(output, lambda hidden: pool_packed(hidden, batch, self.pooling))
+        return self._features(inputs, lambda hidden: pool_packed(hidden, batch, self.pooling))
 
     def _packing_matches_padding(self) -> bool:
         """Whether packed rows give this model's padded embeddings: position ids and a 4-D mask must both be honoured.
