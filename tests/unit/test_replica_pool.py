@@ -8,12 +8,11 @@ tests/integration/test_grpc_replicas.py.
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
 
 import grpc
 import pytest
 
-from mcp_classifier.backend.replica_pool import ReplicaPool
+from mcp_classifier.backend.replica_pool import Replica, ReplicaPool
 
 
 class StandInChannel:
@@ -34,6 +33,18 @@ class StandInChannel:
         self.closed_with.append(grace)
 
 
+def each_replica(pool: ReplicaPool) -> dict[str, Replica]:
+    """Every replica of the pool, by address: each one picked is made busy so the next pick is another."""
+    replicas: dict[str, Replica] = {}
+    while len(replicas) < len(pool.addresses):
+        replica = pool.pick()
+        replica.in_flight += 1
+        replicas[replica.address] = replica
+    for replica in replicas.values():
+        replica.in_flight = 0
+    return replicas
+
+
 def pool_of(*addresses: str) -> tuple[ReplicaPool, dict[str, StandInChannel]]:
     channels: dict[str, StandInChannel] = {}
 
@@ -49,7 +60,7 @@ def pool_of(*addresses: str) -> tuple[ReplicaPool, dict[str, StandInChannel]]:
 def test_the_replica_with_fewest_calls_in_flight_is_picked() -> None:
     pool, _ = pool_of("a:1", "b:1", "c:1")
     busy = {"a:1": 2, "b:1": 0, "c:1": 1}
-    replicas = {r.address: r for r in (pool.pick(), pool.pick(), pool.pick())}
+    replicas = each_replica(pool)
     for address, calls in busy.items():
         replicas[address].in_flight = calls
     assert pool.pick().address == "b:1"
@@ -57,9 +68,18 @@ def test_the_replica_with_fewest_calls_in_flight_is_picked() -> None:
     assert pool.pick().address == "c:1"
 
 
-def test_equally_busy_replicas_take_turns() -> None:
+def test_at_light_load_calls_stay_on_the_replica_picked_last() -> None:
+    """An idle replica that served the last call keeps its model warm; alternating doubled each one's idle gap."""
     pool, _ = pool_of("a:1", "b:1")
-    assert Counter(pool.pick().address for _ in range(10)) == {"a:1": 5, "b:1": 5}
+    warm = pool.pick()
+    assert all(pool.pick() is warm for _ in range(5))  # each call over before the next: all on one replica
+    warm.in_flight = 1
+    other = pool.pick()
+    assert other is not warm  # busy, so the idle one takes the call, and is now the one picked last
+    other.in_flight = 1
+    assert pool.pick() is other  # equally busy: still the one picked last
+    other.in_flight = 2
+    assert pool.pick() is warm  # fewest calls in flight comes first
 
 
 def test_a_failed_replica_is_skipped_however_idle_unless_every_replica_has_failed() -> None:
@@ -81,7 +101,7 @@ def test_a_retry_avoids_the_replicas_its_call_already_tried() -> None:
 def test_a_new_list_keeps_the_connections_still_listed_and_closes_the_others_with_grace() -> None:
     async def scenario() -> None:
         pool, channels = pool_of("a:1", "b:1")
-        kept = next(r for r in (pool.pick(), pool.pick()) if r.address == "b:1")
+        kept = each_replica(pool)["b:1"]
         kept.in_flight = 1
         first_b = channels["b:1"]
         pool.use(["b:1", "c:1"])
