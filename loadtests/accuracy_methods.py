@@ -24,10 +24,12 @@ import sys
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import get_args
 
 import numpy as np
 
 from mcp_classifier.core.categories import load_categories
+from mcp_classifier.core.encoder import MiddleLayer
 from mcp_classifier.core.fusion import LexicalMode, fit_category_scorer
 from mcp_classifier.core.index import category_texts
 from mcp_classifier.core.scorers import SCORING_METHODS, ScoringMethod, stratified_folds
@@ -96,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write every figure here")
     parser.add_argument(
         "--middle-layer-features",
-        choices=["on", "off"],
+        choices=get_args(MiddleLayer),
         default="off",
         help="classify on a middle layer beside the last [default: %(default)s]",
     )

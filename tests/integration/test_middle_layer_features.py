@@ -11,16 +11,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mcp_classifier.core.encoder import TextEncoder
+from mcp_classifier.core.encoder import MiddleLayer, TextEncoder
 from mcp_classifier.settings import Settings
 from mcp_classifier.wiring import build_classifier
 from tests.integration.test_batch_plan import MIXED_TEXTS, reference_vectors
 from tests.support.tiny_models import build_tiny_qwen3
 
 
-def _encoder(middle_layer: str) -> TextEncoder:
+def _encoder(middle_layer: MiddleLayer) -> TextEncoder:
     # rows of 24 tokens and eight texts a call, so the packed path runs over several calls
-    return TextEncoder("builtin:minilm", device="cpu", forward_overhead_tokens=60.0, pack_width=24, batch_size=8, middle_layer=middle_layer)  # type: ignore[arg-type]
+    return TextEncoder("builtin:minilm", device="cpu", forward_overhead_tokens=60.0, pack_width=24, batch_size=8, middle_layer=middle_layer)
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +80,7 @@ def test_a_decoder_embedder_pools_its_middle_layer_the_same_way(tmp_path: Path) 
     asked = TextEncoder(str(path), device="cpu", forward_overhead_tokens=1.0, middle_layer="on")
     layers = asked.model.config.num_hidden_layers
     assert asked.feature_layers == (-1, layers // 2)
-    features = asked.encode(["hi there", "a longer text than the first one"])
+    texts = ["hi there", "a longer text than the first one"]
+    features = asked.encode(texts)
     assert features.shape == (2, 2 * asked.dimensions)
-    np.testing.assert_allclose(asked.embedding_part(features), plain.encode(["hi there", "a longer text than the first one"]), atol=1e-5)
+    np.testing.assert_allclose(asked.embedding_part(features), plain.encode(texts), atol=1e-5)
