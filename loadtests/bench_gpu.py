@@ -2,8 +2,10 @@
 
 floor tokens/s = measured matmul FLOP/s / (2 x non-embedding parameters): a forward costs about
 2 FLOPs per weight per token, so no batch can beat that. Every row embeds texts of one length
-(tokens counted by the encoder's tokenizer, the instruction prefix included), in batches of one
-size, as the replicas run them.
+(tokens counted by the encoder's tokenizer, the instruction prefix included), one ``encode`` call
+per batch of one size, as the replicas run them, with the forward eager and as CUDA graphs
+(``--cuda-graphs both``). Two figures per row: the model's part alone (texts tokenised
+beforehand) and the whole call, tokenising included (one CPU thread, as in a replica).
 
 ``--model random:qwen3-embedding-0.6b`` builds the exact architecture of Qwen3-Embedding-0.6B with
 random weights (no download): throughput depends on the shapes, not the weights. The report names
@@ -20,6 +22,7 @@ import os
 import random
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -27,6 +30,7 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from mcp_classifier.core.cuda_graphs import row_bucket
 from mcp_classifier.core.encoder import TextEncoder
 
 WORDS = (
@@ -74,21 +78,44 @@ def non_embedding_params(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters()) - embedding
 
 
-def measure(encoder: TextEncoder, texts: list[str], batch_size: int, min_seconds: float) -> tuple[float, float, float]:
-    """(tokens/s, texts/s, mean tokens per text) over repeated passes of ``texts`` in batches of ``batch_size``."""
-    encoder.batch_size = batch_size
-    encoder.encode(texts[: batch_size * 2])  # warm-up: kernels, allocator, compiled shapes
-    _sync(encoder.device)
-    counts = encoder.token_counts(texts)
+def batches_of(texts: list[str], size: int) -> list[list[str]]:
+    """Whole batches only, so every call has the row's batch size."""
+    return [texts[i : i + size] for i in range(0, len(texts) - size + 1, size)] or [texts[:size]]
+
+
+def seconds_per_pass(run_pass: Callable[[], object], device: torch.device, min_seconds: float) -> float:
+    run_pass()  # warm-up: kernels, allocator, graphs of new shapes, compiled shapes
+    _sync(device)
     passes, started = 0, time.perf_counter()
     while True:
-        encoder.encode(texts)
-        _sync(encoder.device)
+        run_pass()
+        _sync(device)
         passes += 1
         elapsed = time.perf_counter() - started
         if elapsed >= min_seconds:
-            break
-    return passes * sum(counts) / elapsed, passes * len(texts) / elapsed, sum(counts) / len(counts)
+            return elapsed / passes
+
+
+def measure(encoder: TextEncoder, texts: list[str], batch_size: int, min_seconds: float) -> dict[str, float]:
+    """One row: per batch, the model's part alone (tokenised beforehand) and the whole encode() call."""
+    encoder.batch_size = batch_size
+    if encoder.cuda_graphs is not None:
+        encoder.cuda_graphs.max_rows = max(encoder.cuda_graphs.max_rows, row_bucket(batch_size))
+    batches = batches_of(texts, batch_size)
+    tokenized = [encoder._tokenize(batch) for batch in batches]
+    tokens = sum(len(ids) for features in tokenized for ids in features["input_ids"])
+    count = sum(len(batch) for batch in batches)
+    model_s = seconds_per_pass(lambda: [encoder.encode_tokenized(f) for f in tokenized], encoder.device, min_seconds)
+    whole_s = seconds_per_pass(lambda: [encoder.encode(batch) for batch in batches], encoder.device, min_seconds)
+    return {
+        "query_tokens": tokens / count,
+        "batch_size": batch_size,
+        "ms_per_batch": 1000 * model_s / len(batches),
+        "tokens_per_s": tokens / model_s,
+        "texts_per_s": count / model_s,
+        "texts_per_s_with_tokenizing": count / whole_s,
+        "tokens_per_s_with_tokenizing": tokens / whole_s,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,13 +129,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=3.0, help="least measured seconds per row [default: 3]")
     parser.add_argument("--matmul-size", type=int, default=4096)
     parser.add_argument("--compile", action="store_true", help="torch.compile the model (dynamic shapes) before measuring")
+    parser.add_argument(
+        "--cuda-graphs",
+        default="both",
+        choices=["both", "on", "off"],
+        help="rows with the forward as CUDA graphs (on), eager (off), or each in turn (both) [default: both]",
+    )
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the figures to FILE as JSON")
     args = parser.parse_args(argv)
     if args.device != "cpu" and not torch.cuda.is_available():
         print("no CUDA device here: run with --device cpu for a CPU figure (the floor then means little)", file=sys.stderr)
         if args.device == "cuda":
             return 2
-    encoder = TextEncoder(args.model, device=args.device, dtype=args.dtype, forward_overhead_tokens=1e9)  # one forward per batch
+    modes = ["off", "on"] if args.cuda_graphs == "both" else [args.cuda_graphs]  # eager first: the encoder starts without graphs
+    if "on" in modes and args.device == "cpu":
+        print("CUDA graphs need a CUDA device: rows with --cuda-graphs off only", file=sys.stderr)
+        modes = ["off"]
+    encoder = TextEncoder(
+        args.model, device=args.device, dtype=args.dtype, forward_overhead_tokens=1e9, pack_width=0
+    )  # one forward per batch
     if args.compile:
         encoder.model = torch.compile(encoder.model, dynamic=True)
     params = non_embedding_params(encoder.model)
@@ -122,28 +161,35 @@ def main(argv: list[str] | None = None) -> int:
         f"matmul {flops / 1e12:.2f} TFLOP/s -> compute floor {floor:,.0f} tokens/s"
     )
     print(header + "\n", flush=True)
-    print("| query tokens | batch | tokens/s | texts/s | share of compute floor |")
-    print("|---:|---:|---:|---:|---:|")
+    print(
+        "| query tokens | batch | forward | ms per batch | tokens/s | texts/s | share of floor | texts/s with tokenising | share with tokenising |"
+    )
+    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|")
     rows = []
-    for length in (int(t) for t in args.query_tokens.split(",")):
-        texts = texts_of_length(encoder, length, args.texts)
-        for batch_size in (int(b) for b in args.batch_sizes.split(",")):
-            tok_s, text_s, mean_tokens = measure(encoder, texts, batch_size, args.seconds)
-            rows.append(
-                {
-                    "query_tokens": mean_tokens,
-                    "batch_size": batch_size,
-                    "tokens_per_s": tok_s,
-                    "texts_per_s": text_s,
-                    "share": tok_s / floor,
-                }
-            )
-            print(f"| {mean_tokens:.0f} | {batch_size} | {tok_s:,.0f} | {text_s:,.1f} | {tok_s / floor:.1%} |", flush=True)
+    for mode in modes:
+        if mode == "on" and encoder.cuda_graphs is None and not encoder.enable_cuda_graphs():
+            print("| CUDA graphs could not be enabled for this model (see the log): no graph rows |")
+            continue
+        forward = "CUDA graphs" if mode == "on" else ("compiled" if args.compile else "eager")
+        for length in (int(t) for t in args.query_tokens.split(",")):
+            texts = texts_of_length(encoder, length, args.texts)
+            for batch_size in (int(b) for b in args.batch_sizes.split(",")):
+                row = {"forward": forward, **measure(encoder, texts, batch_size, args.seconds)}
+                row["share"] = row["tokens_per_s"] / floor
+                row["share_with_tokenizing"] = row["tokens_per_s_with_tokenizing"] / floor
+                rows.append(row)
+                print(
+                    f"| {row['query_tokens']:.0f} | {batch_size} | {forward} | {row['ms_per_batch']:.2f} | {row['tokens_per_s']:,.0f} | "
+                    f"{row['texts_per_s']:,.1f} | {row['share']:.1%} | {row['texts_per_s_with_tokenizing']:,.1f} | "
+                    f"{row['share_with_tokenizing']:.1%} |",
+                    flush=True,
+                )
     near32 = [r for r in rows if abs(r["query_tokens"] - 32) <= 4]
-    if near32:
-        best = max(near32, key=lambda r: r["share"])
+    for forward in dict.fromkeys(r["forward"] for r in near32):
+        best = max((r for r in near32 if r["forward"] == forward), key=lambda r: r["share"])
         print(
-            f"\n32-token queries: best {best['share']:.1%} of the compute floor at batch {best['batch_size']} (target >= {TARGET_SHARE:.0%})"
+            f"32-token queries, {forward}: best {best['share']:.1%} of the compute floor at batch {best['batch_size']} "
+            f"({best['share_with_tokenizing']:.1%} with tokenising; target >= {TARGET_SHARE:.0%})"
         )
     if args.json:
         args.json.write_bytes(orjson.dumps({"header": header, "floor_tokens_per_s": floor, "rows": rows}, option=orjson.OPT_INDENT_2))

@@ -58,6 +58,13 @@ class Settings(BaseSettings):
         "differ. 0: padded, length-sorted sub-batches.",
     )
 
+    cuda_graphs: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="Replay the model's forward as CUDA graphs, one per batch shape bucket (captured on first use), instead of "
+        "launching its kernels one by one; auto: on where the model runs on CUDA. Turned off at load where graphed and eager "
+        "embeddings differ. On an H100 an eager forward of a short query cost ~25 ms of kernel launches (docs/loadtest/gpu.md).",
+    )
+
     scoring_method: Literal["auto", "neighbours", "prototype", "linear", "ensemble"] = Field(
         "auto",
         description="How examples become scores: neighbours (top-k similar examples + description), prototype (+ category "

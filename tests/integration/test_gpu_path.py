@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
-from mcp_classifier.core.encoder import pick_dtype
+from mcp_classifier.core.encoder import TextEncoder, pick_dtype
 from mcp_classifier.settings import Settings
 from mcp_classifier.wiring import build_classifier
+from tests.integration.test_batch_plan import MIXED_TEXTS
+from tests.support.tiny_models import build_tiny_qwen3
 
 TEXTS = ["what is the derivative of sin x", "how do I merge two git branches", "who was the first roman emperor", "hi, how are you"]
 
@@ -32,3 +36,15 @@ def test_dtype_choice_with_mocked_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     assert pick_dtype("auto", torch.device("cuda")) is torch.float16
     assert pick_dtype("auto", torch.device("cpu")) is torch.float32
     assert pick_dtype("float16", torch.device("cpu")) is torch.float16
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine: real CUDA graphs run only on a GPU host")
+def test_cuda_graphs_are_on_by_default_on_cuda_and_agree_with_eager_forwards(tmp_path: Path) -> None:
+    path = str(build_tiny_qwen3(tmp_path))
+    graphed = TextEncoder(path, device="cuda", cuda_graphs="auto", batch_size=8)
+    eager = TextEncoder(path, device="cuda", cuda_graphs="off", batch_size=8)
+    assert graphed.cuda_graphs is not None and eager.cuda_graphs is None
+    texts = MIXED_TEXTS * 3
+    got, expected = graphed.encode(texts), eager.encode(texts)
+    assert np.min(np.sum(got * expected, axis=1)) > 0.999
+    assert graphed.cuda_graphs.shapes  # the batches ran through captured graphs

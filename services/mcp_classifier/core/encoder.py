@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import math
@@ -18,6 +19,7 @@ import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from .batch_plan import plan_cost, plan_sub_batches
+from .cuda_graphs import Capture, GraphedForward
 from .packing import PackedBatch, Pooling, attention_mask, pack, packed_cost, pool_packed, split_calls
 from .random_models import build_random_model, is_random_model, random_model_config
 
@@ -33,6 +35,10 @@ _DECODER_MODEL_TYPES = {"qwen2", "qwen3", "llama", "mistral", "gemma", "gemma2",
 
 
 MiddleLayer = Literal["on", "off"]
+CudaGraphs = Literal["auto", "on", "off"]
+
+# Texts of several lengths sharing packed rows: a text that saw its neighbours, or a wrong position, shows.
+_PROBE_TEXTS = [f"probe {'word ' * n}for packing" for n in (1, 3, 7, 12, 2, 5)]
 
 
 class ModelLoadError(RuntimeError):
@@ -125,6 +131,7 @@ class TextEncoder:
         forward_overhead_tokens: float = 0.0,
         pack_width: int = 0,
         middle_layer: MiddleLayer = "off",
+        cuda_graphs: CudaGraphs = "off",
     ) -> None:
         self.model_id = model
         path = resolve_model_path(model)
@@ -137,7 +144,7 @@ class TextEncoder:
                 # the architecture), and the packaged tokenizer, whose ids all fall inside its vocabulary.
                 config = random_model_config(model)
                 self.pooling: Pooling = detect_pooling_from_config(config) if pooling == "auto" else cast(Pooling, pooling)
-                self.model = build_random_model(config, self.dtype)
+                self.model = build_random_model(config, self.dtype, device=self.device)
                 self.tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(BUILTIN_MINILM), local_files_only=True)
                 log.warning("model %s has RANDOM weights: its classifications mean nothing (throughput measurement only)", model)
             else:
@@ -160,6 +167,9 @@ class TextEncoder:
         self.dimensions = int(getattr(self.model.config, "hidden_size", 0))
         # Causal attention: a decoder family, or an encoder configured as a decoder (its pooling stays its own).
         self._causal = is_decoder_family(self.model.config) or bool(getattr(self.model.config, "is_decoder", False))
+        # A decoder would fill a KV cache on every forward by default: an embedding needs none.
+        self._no_cache = {"use_cache": False} if "use_cache" in inspect.signature(self.model.forward).parameters else {}
+        self._graphs: GraphedForward | None = None  # set after the packing check, below
         # hidden_states indices pooled into the classification features: the last layer, and the middle one where asked.
         self.feature_layers = self._feature_layers(middle_layer)
         if len(self.feature_layers) > 1:
@@ -176,6 +186,8 @@ class TextEncoder:
         self.pack_width = pack_width if pack_width and self._packing_matches_padding() else 0
         if self.pack_width:
             log.info("texts are packed into rows of about %d tokens (packed and padded embeddings agree)", self.pack_width)
+        if self._wants_graphs(cuda_graphs):
+            self.enable_cuda_graphs()
 
     @property
     def info(self) -> EncoderInfo:
@@ -236,10 +248,20 @@ class TextEncoder:
         """
         if not texts:
             return np.zeros((0, self.feature_dimensions), dtype=np.float32)
-        features = self._tokenize(texts)
+        return self.encode_tokenized(self._tokenize(texts))
+
+    def encode_tokenized(self, features: dict[str, list[list[int]]]) -> np.ndarray:
+        """``encode`` after tokenising (the benchmarks time the model's part alone with it).
+
+        With CUDA graphs, always packed (rows as wide as the longest text where packing is off):
+        the graphs take the packed layout, and a graph's forward costs the same for any batch that fits its bucket.
+        """
         self.last_batch_tokens = int(sum(len(ids) for ids in features["input_ids"]))  # read by tracing (forward span attribute)
+        if self._graphs is not None:
+            batch, packed_order = pack(features["input_ids"], self.pack_width, self._pad_id)
+            return self._run_packed(batch, packed_order, split_calls(batch, self.batch_size))
         order, groups, padded_cost = self._padded_plan(features)
-        if self.pack_width and len(texts) > 1:  # one text has no padding to save
+        if self.pack_width and len(features["input_ids"]) > 1:  # one text has no padding to save
             batch, packed_order = pack(features["input_ids"], self.pack_width, self._pad_id)
             calls = split_calls(batch, self.batch_size)
             if packed_cost(batch, calls, self.forward_overhead_tokens) < padded_cost:
@@ -318,8 +340,11 @@ class TextEncoder:
 
     def _features(self, inputs: dict[str, torch.Tensor], pool_layer: Callable[[torch.Tensor], torch.Tensor]) -> np.ndarray:
         """One model call; each feature layer pooled and unit length, side by side, scaled so the whole is unit length too."""
-        output = self.model(**inputs, output_hidden_states=len(self.feature_layers) > 1)
+        output = self.model(**inputs, output_hidden_states=len(self.feature_layers) > 1, **self._no_cache)
         layers = [output.last_hidden_state] + [output.hidden_states[i] for i in self.feature_layers[1:]]
+        return self._pooled_features(layers, pool_layer)
+
+    def _pooled_features(self, layers: list[torch.Tensor], pool_layer: Callable[[torch.Tensor], torch.Tensor]) -> np.ndarray:
         blocks = [torch.nn.functional.normalize(pool_layer(hidden).float(), p=2, dim=-1) for hidden in layers]
         features = blocks[0] if len(blocks) == 1 else torch.cat(blocks, dim=-1) / math.sqrt(len(blocks))
         return features.cpu().numpy()
@@ -330,15 +355,76 @@ class TextEncoder:
 
     @torch.inference_mode()
     def _forward_packed(self, batch: PackedBatch) -> np.ndarray:
-        input_ids = torch.from_numpy(batch.input_ids).to(self.device)
-        inputs = {
-            "input_ids": input_ids,
-            "position_ids": torch.from_numpy(batch.position_ids).to(self.device),
-            "attention_mask": attention_mask(torch.from_numpy(batch.segment_ids).to(self.device), causal=self._causal),
-        }
+        if self._graphs is not None:
+            hidden = self._graphs(batch.input_ids, batch.position_ids, batch.segment_ids)
+            if hidden is not None:  # else past the graphs' caps: eagerly, below
+                return self._pooled_features([hidden], lambda hidden: pool_packed(hidden, batch, self.pooling))
+        ids, positions, segments = (torch.from_numpy(a).to(self.device) for a in (batch.input_ids, batch.position_ids, batch.segment_ids))
+        return self._features(self._packed_inputs(ids, positions, segments), lambda hidden: pool_packed(hidden, batch, self.pooling))
+
+    def _packed_inputs(self, input_ids: torch.Tensor, position_ids: torch.Tensor, segment_ids: torch.Tensor) -> dict[str, torch.Tensor]:
+        inputs = {"input_ids": input_ids, "position_ids": position_ids, "attention_mask": attention_mask(segment_ids, causal=self._causal)}
         if "token_type_ids" in self.tokenizer.model_input_names:
             inputs["token_type_ids"] = torch.zeros_like(input_ids)
-        return self._features(inputs, lambda hidden: pool_packed(hidden, batch, self.pooling))
+        return inputs
+
+    def _last_hidden_packed(self, input_ids: torch.Tensor, position_ids: torch.Tensor, segment_ids: torch.Tensor) -> torch.Tensor:
+        """The forward a CUDA graph records: packed inputs on the device in, the last layer out."""
+        return self.model(**self._packed_inputs(input_ids, position_ids, segment_ids), **self._no_cache).last_hidden_state
+
+    def _wants_graphs(self, cuda_graphs: CudaGraphs) -> bool:
+        if cuda_graphs == "off":
+            return False
+        if self.device.type != "cuda":
+            if cuda_graphs == "on":
+                log.warning("cuda_graphs is on but the model runs on %s: forwards run eagerly", self.device)
+            return False
+        if len(self.feature_layers) > 1:
+            log.warning("CUDA graphs are off: they record the last layer only, and middle_layer_features is on")
+            return False
+        return True
+
+    @property
+    def cuda_graphs(self) -> GraphedForward | None:
+        return self._graphs
+
+    def enable_cuda_graphs(self, capture: Capture | None = None) -> bool:
+        """Run forwards as graphs from now on, where their embeddings are the eager padded ones (as packing is checked).
+
+        The graphs take the packed layout, so this also checks that the model honours position ids
+        and a 4-D mask; a forward that cannot be captured (a host sync inside) is caught here too.
+        ``capture`` stands in for CUDA's graph capture (tests on machines without a GPU).
+        """
+        if capture is None and self.device.type != "cuda":
+            log.warning("CUDA graphs need a CUDA device; the model runs on %s: forwards run eagerly", self.device)
+            return False
+        graphs = GraphedForward(
+            self._last_hidden_packed,
+            self.device,
+            self._pad_id,
+            max_rows=self.batch_size,
+            max_width=max(self.max_seq_length, self.pack_width),
+            capture=capture,
+        )
+        features = self._tokenize([self.format_query(t) for t in _PROBE_TEXTS])
+        saved, self._graphs = self._graphs, graphs
+        try:
+            batch, order = pack(features["input_ids"], self.pack_width, self._pad_id)
+            graphed = np.empty((len(order), self.feature_dimensions), dtype=np.float32)
+            graphed[order] = self._forward_packed(batch)
+        except RuntimeError as exc:
+            log.warning("CUDA graphs are off (forwards run eagerly): capturing the model's forward failed (%s)", exc)
+            return False
+        finally:
+            self._graphs = saved
+        padded = np.concatenate([self._forward(self._pad({k: [v[i]] for k, v in features.items()})) for i in range(len(_PROBE_TEXTS))])
+        agreement = float(np.min(np.sum(graphed * padded, axis=1)))
+        if not graphs.shapes or agreement < PACKING_MIN_COSINE:
+            log.warning("CUDA graphs are off (forwards run eagerly): their embeddings differ from eager ones (cosine %.4f)", agreement)
+            return False
+        log.info("the forward runs as CUDA graphs, one per batch shape bucket (agreeing with eager forwards: cosine %.5f)", agreement)
+        self._graphs = graphs
+        return True
 
     def _packing_matches_padding(self) -> bool:
         """Whether packed rows give this model's padded embeddings: position ids and a 4-D mask must both be honoured.
@@ -347,14 +433,13 @@ class TextEncoder:
         a mask rebuilt from scratch); for them packing would silently change every embedding, so it
         stays off. Probe texts of several lengths share rows, so a text that saw its neighbours shows.
         """
-        probe = [f"probe {'word ' * n}for packing" for n in (1, 3, 7, 12, 2, 5)]
-        features = self._tokenize(probe)
+        features = self._tokenize(_PROBE_TEXTS)
         try:
             packed = self._encode_packed(features["input_ids"], width=max(len(ids) for ids in features["input_ids"]) * 3)
         except (RuntimeError, TypeError, ValueError) as exc:
             log.warning("packing texts into rows is off (padded batches instead): the model rejected packed inputs (%s)", exc)
             return False
-        padded = np.concatenate([self._forward(self._pad({k: [v[i]] for k, v in features.items()})) for i in range(len(probe))])
+        padded = np.concatenate([self._forward(self._pad({k: [v[i]] for k, v in features.items()})) for i in range(len(_PROBE_TEXTS))])
         agreement = float(np.min(np.sum(packed * padded, axis=1)))
         if agreement < PACKING_MIN_COSINE:
             log.warning(

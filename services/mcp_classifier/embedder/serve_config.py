@@ -21,6 +21,7 @@ REPLICA_SETTINGS = (
     "torch_threads",
     "forward_overhead_tokens",
     "pack_width_tokens",
+    "cuda_graphs",
     "batch_size",
     "categories_file",
     "scoring_method",

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The GPU figures of issue 15, in one call on a GPU host that reaches no package index:
+#   1. the embedder alone (Qwen3-Embedding-0.6B's architecture, random weights, bf16, SDPA, eager)
+#      per batch size and query length, against the compute floor;
+#   2. the whole gateway -> gRPC -> Ray Serve path on that GPU (and the local backend beside it),
+#      driven by wrk, against the raw floor of the same model on the same texts;
+#   3. the embedder as CUDA graphs beside eager, and under torch.compile, where time is left.
+# It uses the host's own python3, PyTorch and transformers, and .gpu/ (loadtests/gpu_host/bundle.sh)
+# for everything else. Stages write JSON and logs to $OUT as they finish, so a timeout keeps
+# what was done. Stage 0 imports everything first: a missing package fails in seconds, not minutes.
+#   OUT=/tmp/gpu-out bash loadtests/gpu_host/run.sh [stages: eager,graphs,paths,compile]
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+PY="${PY:-python3}"
+OUT="${OUT:-/tmp/gpu-out}"
+STAGES="${1:-eager,graphs,paths,compile}"
+BUNDLE="${BUNDLE:-.gpu}"
+SITE_ROOT="${SITE_ROOT:-/tmp/mcp-classifier-gpu}"
+# Seconds each stage may take, so the last stage can never eat the whole call.
+EAGER_S="${EAGER_S:-130}" GRAPHS_S="${GRAPHS_S:-90}" PATHS_S="${PATHS_S:-280}" COMPILE_S="${COMPILE_S:-180}"
+# The bench figures: rows of the embedder bench; client levels and batch of the path bench.
+BATCH_SIZES="${BATCH_SIZES:-16,32,64,128,256,512}" QUERY_TOKENS="${QUERY_TOKENS:-16,32,64}" ROW_SECONDS="${ROW_SECONDS:-2}"
+GRAPH_BATCH_SIZES="${GRAPH_BATCH_SIZES:-1,16,64,256,512,1024}"
+CLIENTS="${CLIENTS:-1,8,32,64,256}" PATH_BATCH="${PATH_BATCH:-64}" DURATION="${DURATION:-6}" WARMUP="${WARMUP:-2}" RAW_SECONDS="${RAW_SECONDS:-3}"
+PATH_SET="${PATH_SET:-ray-gpu,local-gpu}"
+MODEL="${MODEL:-random:qwen3-embedding-0.6b}"
+RAY_PATH="${RAY_PATH:---backend ray --replica-num-gpus 1 --min-replicas 1 --max-replicas 1 --ray-num-cpus 8}"
+mkdir -p "$OUT" "$SITE_ROOT"
+log="$OUT/run.log"
+exec > >(tee -a "$log") 2>&1
+
+[ -d "$SITE_ROOT/site" ] || tar -C "$SITE_ROOT" -xJf "$BUNDLE/site.tar.xz"
+export PYTHONPATH="$PWD/services:$PWD:$SITE_ROOT/site${PYTHONPATH:+:$PYTHONPATH}"
+export PATH="$PWD/$BUNDLE/bin:$PATH" LD_LIBRARY_PATH="$PWD/$BUNDLE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false RAY_AUTH_MODE=disabled PYTHONUNBUFFERED=1
+
+echo "== stage 0: the host and the imports"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv || true
+"$PY" - <<'PY' || { echo "preflight failed: nothing measured"; exit 3; }
+import importlib, sys
+import torch, transformers
+print("python", sys.version.split()[0], "torch", torch.__version__, "transformers", transformers.__version__,
+      "cuda", torch.cuda.is_available() and torch.cuda.get_device_name(0))
+for name in ("ray", "ray.serve", "fastapi", "uvicorn", "grpc", "google.protobuf", "pydantic_settings", "opentelemetry.sdk",
+             "mcp_classifier.cli", "mcp_classifier.wiring", "mcp_classifier.embedder.deployment", "mcp_classifier.embedder.local_cluster",
+             "loadtests.bench_gpu", "loadtests.bench_paths"):
+    importlib.import_module(name)
+import ray, grpc, google.protobuf
+print("ray", ray.__version__, "grpcio", grpc.__version__, "protobuf", google.protobuf.__version__, "imports ok")
+PY
+{ wrk --version 2>&1 || true; } | grep -m1 wrk || { echo "wrk does not run here"; exit 3; }  # it exits 1 even when it runs
+
+status=0
+if [[ ",$STAGES," == *,gputests,* ]]; then
+  echo "== the tests that need CUDA (real graph capture)"
+  timeout -k 10 60 "$PY" -m pytest -q -p no:cacheprovider tests/unit/test_cuda_graphs.py tests/integration/test_gpu_path.py -k "cuda_graph" || status=1
+fi
+if [[ ",$STAGES," == *,eager,* ]]; then
+  echo "== stage 1: the embedder alone, eager"
+  timeout -k 10 "$EAGER_S" "$PY" -m loadtests.bench_gpu --model "$MODEL" --batch-sizes "$BATCH_SIZES" \
+    --query-tokens "$QUERY_TOKENS" --seconds "$ROW_SECONDS" --matmul-size 8192 --cuda-graphs off --json "$OUT/gpu-eager.json" || status=1
+fi
+if [[ ",$STAGES," == *,graphs,* ]]; then
+  echo "== stage 2: the embedder alone, eager and as CUDA graphs side by side; then graphs at other lengths"
+  timeout -k 10 "$GRAPHS_S" "$PY" -m loadtests.bench_gpu --model "$MODEL" --batch-sizes "$GRAPH_BATCH_SIZES" --query-tokens 32 \
+    --seconds "$ROW_SECONDS" --matmul-size 8192 --cuda-graphs both --json "$OUT/gpu-graphs.json" || status=1
+  timeout -k 10 "$GRAPHS_S" "$PY" -m loadtests.bench_gpu --model "$MODEL" --batch-sizes 256,512,1024 --query-tokens 16,64 \
+    --seconds "$ROW_SECONDS" --matmul-size 8192 --cuda-graphs on --json "$OUT/gpu-graphs-lengths.json" || status=1
+fi
+if [[ ",$STAGES," == *,paths,* ]]; then
+  echo "== stage 3: gateway -> Ray Serve on the GPU (and the local backend beside it where PATH_SET names it)"
+  path_args=()
+  [[ ",$PATH_SET," == *,ray-gpu,* ]] && path_args+=(--path ray-gpu="$RAY_PATH")
+  [[ ",$PATH_SET," == *,local-gpu,* ]] && path_args+=(--path local-gpu="--backend local")
+  timeout -k 20 "$PATHS_S" "$PY" -m loadtests.bench_paths --model "$MODEL" --clients "$CLIENTS" --batch-size "$PATH_BATCH" \
+    --duration "$DURATION" --warmup "$WARMUP" --raw-seconds "$RAW_SECONDS" --json "$OUT/paths-gpu.json" "${path_args[@]}" || status=1
+  cp /tmp/bench-server-*.log "$OUT/" 2>/dev/null || true
+fi
+if [[ ",$STAGES," == *,compile,* ]]; then
+  echo "== stage 4: the embedder alone, torch.compile"
+  timeout -k 10 "$COMPILE_S" "$PY" -m loadtests.bench_gpu --model "$MODEL" --batch-sizes 128,256,512 \
+    --query-tokens 32 --seconds "$ROW_SECONDS" --matmul-size 8192 --cuda-graphs off --compile --json "$OUT/gpu-compile.json" || status=1
+fi
+echo "== done, status $status"
+exit "$status"

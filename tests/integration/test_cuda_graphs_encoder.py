@@ -1,0 +1,94 @@
+"""The encoder's graphed forward gives the vectors of texts run alone, on an encoder (MiniLM) and a decoder (Qwen3) alike.
+
+These run on the CPU with CUDA's capture replaced (no GPU here: the mocked capture reruns the
+real model into the graph's static output), so what is checked is the encoder's side: packed
+inputs, buckets padded with pads of their own, outputs copied per call, the load-time check.
+The real capture runs in tests/integration/test_gpu_path.py on a GPU host.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from mcp_classifier.core.cuda_graphs import Replay, RunModel
+from mcp_classifier.core.encoder import TextEncoder
+from tests.integration.test_batch_plan import MIXED_TEXTS, reference_vectors
+from tests.integration.test_packing import _CountsItsOwnPositions
+from tests.support.tiny_models import build_tiny_qwen3
+from tests.unit.test_cuda_graphs import MockedCudaGraphCapture
+
+
+@pytest.fixture(scope="module")
+def graphed_minilm() -> TextEncoder:
+    encoder = TextEncoder("builtin:minilm", device="cpu", forward_overhead_tokens=60.0, pack_width=24, batch_size=8)
+    assert encoder.enable_cuda_graphs(capture=MockedCudaGraphCapture())
+    return encoder
+
+
+@pytest.fixture(scope="module")
+def graphed_tiny_qwen3(tmp_path_factory: pytest.TempPathFactory) -> TextEncoder:
+    path: Path = build_tiny_qwen3(tmp_path_factory.mktemp("tiny-qwen3-graphs"))
+    encoder = TextEncoder(str(path), device="cpu", forward_overhead_tokens=60.0, pack_width=0, batch_size=8)
+    assert encoder.enable_cuda_graphs(capture=MockedCudaGraphCapture())
+    return encoder
+
+
+@pytest.mark.parametrize("encoder_name", ["graphed_minilm", "graphed_tiny_qwen3"])
+def test_graphed_batches_give_each_texts_own_vector_with_mocked_cuda_graph(encoder_name: str, request: pytest.FixtureRequest) -> None:
+    """Mean pooling over a bidirectional mask (MiniLM, rows packed 24 wide) and last token over a causal one (Qwen3, a text a row)."""
+    encoder: TextEncoder = request.getfixturevalue(encoder_name)
+    graphs = encoder.cuda_graphs
+    assert graphs is not None
+    texts = MIXED_TEXTS * 3  # more texts than one call takes
+    got = encoder.encode(texts)
+    assert encoder.last_batch_packed and encoder.last_forward_calls > 1
+    np.testing.assert_allclose(got, reference_vectors(encoder, texts), atol=1e-5)
+    lone = encoder.encode(["why is the sky blue"])
+    np.testing.assert_allclose(lone, reference_vectors(encoder, ["why is the sky blue"]), atol=1e-5)
+    assert (1, 16) in graphs.shapes  # the lone text went through a graph of its own bucket
+
+
+def test_a_batch_past_the_graphs_limit_runs_eagerly_and_alike_with_mocked_cuda_graph() -> None:
+    encoder = TextEncoder("builtin:minilm", device="cpu", forward_overhead_tokens=60.0, pack_width=24, batch_size=8)
+    assert encoder.enable_cuda_graphs(capture=MockedCudaGraphCapture())
+    graphs = encoder.cuda_graphs
+    assert graphs is not None
+    graphs.max_graphs = len(graphs.shapes)  # as if every bucket allowed were taken
+    captured = list(graphs.shapes)
+    long_text = "word " * 300  # 256 tokens after truncation: a bucket not captured yet
+    got = encoder.encode([long_text])
+    assert graphs.shapes == captured
+    np.testing.assert_allclose(got, reference_vectors(encoder, [long_text]), atol=1e-5)
+
+
+def test_graphs_stay_off_for_a_model_that_ignores_position_ids_with_mocked_cuda_graph(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The graphs take packed inputs: a model that counts its own positions would embed every text after the first wrongly."""
+    auto_model = TextEncoder.__init__.__globals__["AutoModel"]
+    real_from_pretrained = auto_model.from_pretrained
+    monkeypatch.setattr(auto_model, "from_pretrained", lambda *a, **k: _CountsItsOwnPositions(real_from_pretrained(*a, **k)))
+    encoder = TextEncoder("builtin:minilm", device="cpu", forward_overhead_tokens=1.0, pack_width=64)
+    assert not encoder.enable_cuda_graphs(capture=MockedCudaGraphCapture())
+    assert encoder.cuda_graphs is None
+    np.testing.assert_allclose(encoder.encode(MIXED_TEXTS), reference_vectors(encoder, MIXED_TEXTS), atol=1e-5)
+
+
+def test_a_forward_that_cannot_be_captured_leaves_graphs_off_with_mocked_cuda_graph() -> None:
+    """A host sync inside a forward makes CUDA's capture raise; the encoder then keeps running eagerly."""
+
+    def refuse(run: RunModel, inputs: torch.Tensor) -> tuple[Replay, torch.Tensor]:
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    encoder = TextEncoder("builtin:minilm", device="cpu", forward_overhead_tokens=1.0, pack_width=64)
+    assert not encoder.enable_cuda_graphs(capture=refuse)
+    assert encoder.cuda_graphs is None
+    np.testing.assert_allclose(encoder.encode(MIXED_TEXTS), reference_vectors(encoder, MIXED_TEXTS), atol=1e-5)
+
+
+def test_graphs_are_off_on_cpu_unless_asked_and_asking_there_only_warns(caplog: pytest.LogCaptureFixture) -> None:
+    assert TextEncoder("builtin:minilm", device="cpu", cuda_graphs="auto").cuda_graphs is None
+    assert TextEncoder("builtin:minilm", device="cpu", cuda_graphs="on").cuda_graphs is None
+    assert "cuda_graphs is on but the model runs on cpu" in caplog.text
