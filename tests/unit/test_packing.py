@@ -21,6 +21,27 @@ def test_rows_hold_every_text_once_and_stay_within_width(lengths: list[int], wid
         assert len(row) == 1 or sum(lengths[i] for i in row) <= width
 
 
+def first_fit_decreasing(lengths: list[int], width: int) -> list[list[int]]:
+    """The textbook rule, every row scanned for every text: what pack_rows must match exactly."""
+    rows: list[list[int]] = []
+    room: list[int] = []
+    for index in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        fits = [r for r, free in enumerate(room) if lengths[index] <= free]
+        if fits:
+            rows[fits[0]].append(index)
+            room[fits[0]] -= lengths[index]
+        else:
+            rows.append([index])
+            room.append(width - lengths[index])
+    return rows
+
+
+@given(lengths=lengths_lists, width=st.integers(min_value=1, max_value=128))
+def test_rows_are_those_of_first_fit_decreasing(lengths: list[int], width: int) -> None:
+    """Skipping full rows changes nothing: a row without room for the shortest text could take none."""
+    assert pack_rows(lengths, width) == first_fit_decreasing(lengths, width)
+
+
 def test_first_fit_fills_rows_before_opening_new_ones() -> None:
     # 10+6 and 8+8 fit rows of 16: two rows, where one text per row would take four
     assert sorted(sorted(r) for r in pack_rows([10, 8, 8, 6], 16)) == [[0, 3], [1, 2]]

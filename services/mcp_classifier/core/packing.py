@@ -26,20 +26,29 @@ Pooling = Literal["mean", "cls", "last"]
 def pack_rows(lengths: Sequence[int], width: int) -> list[list[int]]:
     """First-fit decreasing: the texts' indices in each row, no row longer than ``width``.
 
+    Rows without room for the shortest text drop out of the scan, so texts as wide as the rows
+    (one a row) cost one step each, not one per row already made (1,024 texts: ~0.5 M steps before).
+
     A text longer than ``width`` gets a row of its own (the caller widens the rows to fit it).
     """
     rows: list[list[int]] = []
     room: list[int] = []
+    open_rows: list[int] = []  # rows with room for the shortest text, in order: a full row is never scanned again
+    shortest = min(lengths, default=0)
     for index in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
         length = lengths[index]
-        for r, free in enumerate(room):
-            if length <= free:
+        for slot, r in enumerate(open_rows):
+            if length <= room[r]:
                 rows[r].append(index)
                 room[r] -= length
+                if room[r] < shortest:
+                    del open_rows[slot]
                 break
         else:
             rows.append([index])
             room.append(width - length)
+            if room[-1] >= shortest:
+                open_rows.append(len(rows) - 1)
     return rows
 
 
