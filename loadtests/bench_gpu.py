@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         if mode == "on" and encoder.cuda_graphs is None and not encoder.enable_cuda_graphs():
             print("| CUDA graphs could not be enabled for this model (see the log): no graph rows |")
             continue
-        forward = "CUDA graphs" if mode == "on" else ("compiled" if args.compile else "eager")
+        forward = ("CUDA graphs" if mode == "on" else "eager") + (", compiled" if args.compile else "")
         for length in (int(t) for t in args.query_tokens.split(",")):
             texts = texts_of_length(encoder, length, args.texts)
             for batch_size in (int(b) for b in args.batch_sizes.split(",")):

@@ -8,7 +8,7 @@
 # It uses the host's own python3, PyTorch and transformers, and .gpu/ (loadtests/gpu_host/bundle.sh)
 # for everything else. Stages write JSON and logs to $OUT as they finish, so a timeout keeps
 # what was done. Stage 0 imports everything first: a missing package fails in seconds, not minutes.
-#   OUT=/tmp/gpu-out bash loadtests/gpu_host/run.sh [stages: eager,graphs,paths,compile]
+#   OUT=/tmp/gpu-out bash loadtests/gpu_host/run.sh [stages: gputests,eager,graphs,paths,compile,compile-graphs]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 PY="${PY:-python3}"
@@ -80,6 +80,11 @@ if [[ ",$STAGES," == *,compile,* ]]; then
   echo "== stage 4: the embedder alone, torch.compile"
   timeout -k 10 "$COMPILE_S" "$PY" -m loadtests.bench_gpu --model "$MODEL" --batch-sizes 128,256,512 \
     --query-tokens 32 --seconds "$ROW_SECONDS" --matmul-size 8192 --cuda-graphs off --compile --json "$OUT/gpu-compile.json" || status=1
+fi
+if [[ ",$STAGES," == *,compile-graphs,* ]]; then
+  echo "== stage 5: torch.compile inside the CUDA graphs (fused elementwise kernels, launched as one graph)"
+  timeout -k 10 "$COMPILE_S" "$PY" -m loadtests.bench_gpu --model "$MODEL" --batch-sizes 1,64,256,512 \
+    --query-tokens 32 --seconds "$ROW_SECONDS" --matmul-size 8192 --cuda-graphs on --compile --json "$OUT/gpu-compile-graphs.json" || status=1
 fi
 echo "== done, status $status"
 exit "$status"
