@@ -60,7 +60,8 @@ class Settings(BaseSettings):
 
     cuda_graphs: Literal["auto", "on", "off"] = Field(
         "auto",
-        description="Replay the model's forward as CUDA graphs, one per batch shape bucket (captured on first use), instead of "
+        description="Replay the model's forward as CUDA graphs, one per batch shape bucket (query widths captured at load, others on "
+        "first use), instead of "
         "launching its kernels one by one; auto: on where the model runs on CUDA. Turned off at load where graphed and eager "
         "embeddings differ. On an H100 an eager forward of a short query cost ~25 ms of kernel launches (docs/loadtest/gpu.md).",
     )

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from mcp_classifier.core.cuda_graphs import Replay, RunModel
+from mcp_classifier.core.cuda_graphs import GraphedForward, Replay, RunModel
 from mcp_classifier.core.encoder import TextEncoder
 from tests.integration.test_batch_plan import MIXED_TEXTS, reference_vectors
 from tests.integration.test_packing import _CountsItsOwnPositions
@@ -27,6 +27,12 @@ def graphed_minilm() -> TextEncoder:
     encoder = TextEncoder("builtin:minilm", device="cpu", forward_overhead_tokens=60.0, pack_width=24, batch_size=8)
     assert encoder.enable_cuda_graphs(capture=MockedCudaGraphCapture())
     return encoder
+
+
+def test_graphs_of_every_row_count_at_query_widths_are_captured_at_load_with_mocked_cuda_graph(graphed_minilm: TextEncoder) -> None:
+    graphs = graphed_minilm.cuda_graphs
+    assert graphs is not None
+    assert {(rows, width) for rows in (1, 2, 4, 8) for width in (16, 32, 48, 64)} <= set(graphs.shapes)
 
 
 @pytest.fixture(scope="module")
@@ -43,13 +49,22 @@ def test_graphed_batches_give_each_texts_own_vector_with_mocked_cuda_graph(encod
     encoder: TextEncoder = request.getfixturevalue(encoder_name)
     graphs = encoder.cuda_graphs
     assert graphs is not None
+    replays = _replays(graphs)
     texts = MIXED_TEXTS * 3  # more texts than one call takes
     got = encoder.encode(texts)
     assert encoder.last_batch_packed and encoder.last_forward_calls > 1
+    calls = encoder.last_forward_calls
+    assert _replays(graphs) == replays + calls  # every call ran through a graph
     np.testing.assert_allclose(got, reference_vectors(encoder, texts), atol=1e-5)
     lone = encoder.encode(["why is the sky blue"])
+    assert _replays(graphs) == replays + calls + 1
     np.testing.assert_allclose(lone, reference_vectors(encoder, ["why is the sky blue"]), atol=1e-5)
-    assert (1, 16) in graphs.shapes  # the lone text went through a graph of its own bucket
+
+
+def _replays(graphs: GraphedForward) -> int:
+    capture = graphs._capture
+    assert isinstance(capture, MockedCudaGraphCapture)
+    return capture.replays
 
 
 def test_a_batch_past_the_graphs_limit_runs_eagerly_and_alike_with_mocked_cuda_graph() -> None:

@@ -44,11 +44,17 @@ class MockedCudaGraphCapture:
 
     def __init__(self) -> None:
         self.captured: list[tuple[int, ...]] = []
+        self.replays = 0
 
     def __call__(self, run: RunModel, inputs: torch.Tensor) -> tuple[Replay, torch.Tensor]:
         self.captured.append(tuple(inputs.shape[1:]))
         hidden = run(inputs[0], inputs[1], inputs[2])
-        return lambda: hidden.copy_(run(inputs[0], inputs[1], inputs[2])), hidden
+
+        def replay() -> None:
+            self.replays += 1
+            hidden.copy_(run(inputs[0], inputs[1], inputs[2]))
+
+        return replay, hidden
 
 
 def _batch(rows: int, width: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -85,6 +91,18 @@ def test_shapes_past_the_caps_and_graphs_past_the_limit_run_eagerly_with_mocked_
     assert graphs(*_batch(2, 10, seed=0)) is not None
     assert graphs(*_batch(4, 10, seed=0)) is None  # a third bucket, past max_graphs
     assert capture.captured == [(1, 16), (2, 16)]
+
+
+def test_warming_captures_every_row_bucket_at_each_width_before_any_request_with_mocked_cuda_graph() -> None:
+    capture = MockedCudaGraphCapture()
+    graphs = GraphedForward(_forward_sums_each_row, torch.device("cpu"), pad_id=0, max_rows=6, max_width=40, capture=capture)
+    graphs.warm([16, 20, 64])  # 20 shares 32's bucket; 64 is past the width cap
+    assert graphs.shapes == [(1, 16), (2, 16), (4, 16), (8, 16), (1, 32), (2, 32), (4, 32), (8, 32)]
+    graphs(*_batch(3, 30, seed=0))
+    assert len(capture.captured) == 8 and capture.replays == 1  # served by a warmed graph, nothing captured on the request
+    small = GraphedForward(_forward_sums_each_row, torch.device("cpu"), pad_id=0, max_rows=64, max_width=64, max_graphs=3, capture=capture)
+    small.warm([16, 32])
+    assert len(small.shapes) == 3  # never past max_graphs
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine: real graph capture runs only on a GPU host")

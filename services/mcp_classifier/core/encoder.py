@@ -19,7 +19,7 @@ import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from .batch_plan import plan_cost, plan_sub_batches
-from .cuda_graphs import Capture, GraphedForward
+from .cuda_graphs import WARM_WIDTHS, Capture, GraphedForward
 from .packing import PackedBatch, Pooling, attention_mask, pack, packed_cost, pool_packed, split_calls
 from .random_models import build_random_model, is_random_model, random_model_config
 
@@ -422,7 +422,15 @@ class TextEncoder:
         if not graphs.shapes or agreement < PACKING_MIN_COSINE:
             log.warning("CUDA graphs are off (forwards run eagerly): their embeddings differ from eager ones (cosine %.4f)", agreement)
             return False
-        log.info("the forward runs as CUDA graphs, one per batch shape bucket (agreeing with eager forwards: cosine %.5f)", agreement)
+        started = time.perf_counter()
+        graphs.warm(WARM_WIDTHS)
+        log.info(
+            "the forward runs as CUDA graphs, one per batch shape bucket (agreeing with eager forwards: cosine %.5f); "
+            "%d captured at load in %.1f s, others on first use",
+            agreement,
+            len(graphs.shapes),
+            time.perf_counter() - started,
+        )
         self._graphs = graphs
         return True
 
