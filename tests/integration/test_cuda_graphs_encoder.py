@@ -103,6 +103,21 @@ def test_a_forward_that_cannot_be_captured_leaves_graphs_off_with_mocked_cuda_gr
     np.testing.assert_allclose(encoder.encode(MIXED_TEXTS), reference_vectors(encoder, MIXED_TEXTS), atol=1e-5)
 
 
+def test_a_capture_failing_while_warming_at_load_leaves_graphs_off_with_mocked_cuda_graph() -> None:
+    """The probe's one shape captured; a bigger one, warmed at load, did not."""
+    mocked = MockedCudaGraphCapture()
+
+    def refuse_past_the_first(run: RunModel, inputs: torch.Tensor) -> tuple[Replay, torch.Tensor]:
+        if mocked.captured:
+            raise RuntimeError("out of memory while capturing")
+        return mocked(run, inputs)
+
+    encoder = TextEncoder("builtin:minilm", device="cpu", forward_overhead_tokens=1.0, pack_width=64)
+    assert not encoder.enable_cuda_graphs(capture=refuse_past_the_first)
+    assert encoder.cuda_graphs is None
+    np.testing.assert_allclose(encoder.encode(MIXED_TEXTS), reference_vectors(encoder, MIXED_TEXTS), atol=1e-5)
+
+
 def test_graphs_are_off_on_cpu_unless_asked_and_asking_there_only_warns(caplog: pytest.LogCaptureFixture) -> None:
     assert TextEncoder("builtin:minilm", device="cpu", cuda_graphs="auto").cuda_graphs is None
     assert TextEncoder("builtin:minilm", device="cpu", cuda_graphs="on").cuda_graphs is None

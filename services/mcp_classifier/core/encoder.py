@@ -423,7 +423,11 @@ class TextEncoder:
             log.warning("CUDA graphs are off (forwards run eagerly): their embeddings differ from eager ones (cosine %.4f)", agreement)
             return False
         started = time.perf_counter()
-        graphs.warm(WARM_WIDTHS)
+        try:
+            graphs.warm(WARM_WIDTHS)
+        except RuntimeError as exc:  # a shape the probe did not have (more rows, a wider row) would not capture
+            log.warning("CUDA graphs are off (forwards run eagerly): capturing the query-width graphs at load failed (%s)", exc)
+            return False
         log.info(
             "the forward runs as CUDA graphs, one per batch shape bucket (agreeing with eager forwards: cosine %.5f); "
             "%d captured at load in %.1f s, others on first use",
