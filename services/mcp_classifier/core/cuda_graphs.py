@@ -53,19 +53,25 @@ def width_bucket(width: int) -> int:
     return -(-width // step) * step
 
 
-def bucket_inputs(
-    input_ids: np.ndarray, position_ids: np.ndarray, segment_ids: np.ndarray, shape: tuple[int, int], pad_id: int
-) -> np.ndarray:
-    """[3, rows, width] int64: the batch in the top-left corner; every other cell a pad in a segment of its own.
-
-    A batch pad may share its negative segment id with a filler pad: then two pads see each other,
-    which changes no text's vector.
-    """
+def filler_inputs(shape: tuple[int, int], pad_id: int) -> np.ndarray:
+    """[3, rows, width] int64 (ids, positions, segments): every cell a pad in a segment of its own."""
     rows, width = shape
     out = np.empty((3, rows, width), dtype=np.int64)
     out[0].fill(pad_id)
     out[1].fill(0)
     out[2] = -1 - np.arange(rows * width, dtype=np.int64).reshape(rows, width)
+    return out
+
+
+def bucket_inputs(
+    input_ids: np.ndarray, position_ids: np.ndarray, segment_ids: np.ndarray, shape: tuple[int, int], pad_id: int
+) -> np.ndarray:
+    """The filler of ``shape`` with the batch in its top-left corner.
+
+    A batch pad may share its negative segment id with a filler pad: then two pads see each other,
+    which changes no text's vector.
+    """
+    out = filler_inputs(shape, pad_id)
     r, w = input_ids.shape
     out[0, :r, :w] = input_ids
     out[1, :r, :w] = position_ids
@@ -152,16 +158,17 @@ class GraphedForward:
         A capture costs about three eager forwards (~75 ms for Qwen3-Embedding-0.6B on an H100); at
         load that is a second or two, where on the request path it would be a stray slow reply.
         """
-        rows = [1 << k for k in range(self.max_rows.bit_length()) if 1 << k <= self.max_rows]
-        shapes = [(r, width_bucket(w)) for w in widths for r in rows if width_bucket(w) <= self.max_width]
+        buckets = [width_bucket(w) for w in widths]
+        shapes = [
+            (1 << k, w) for w in buckets if w <= self.max_width for k in range(self.max_rows.bit_length())
+        ]  # max_rows: a power of two
         with self._lock:
             for shape in dict.fromkeys(shapes):
                 if shape not in self._graphs and len(self._graphs) < self.max_graphs:
                     self._new_graph(shape)
 
     def _new_graph(self, shape: tuple[int, int]) -> _Graph:
-        empty = np.zeros((0, 0), dtype=np.int64)
-        inputs = torch.from_numpy(bucket_inputs(empty, empty, empty, shape, self._pad_id)).to(self._device)
+        inputs = torch.from_numpy(filler_inputs(shape, self._pad_id)).to(self._device)
         replay, hidden = self._capture(self._run, inputs)
         self._graphs[shape] = graph = _Graph(inputs, hidden, replay)
         log.debug("captured the forward's CUDA graph for %d rows x %d tokens (%d graphs)", *shape, len(self._graphs))

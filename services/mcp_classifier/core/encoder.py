@@ -417,8 +417,7 @@ class TextEncoder:
             return False
         finally:
             self._graphs = saved
-        padded = np.concatenate([self._forward(self._pad({k: [v[i]] for k, v in features.items()})) for i in range(len(_PROBE_TEXTS))])
-        agreement = float(np.min(np.sum(graphed * padded, axis=1)))
+        agreement = self._agreement_with_padded(features, graphed)
         if not graphs.shapes or agreement < PACKING_MIN_COSINE:
             log.warning("CUDA graphs are off (forwards run eagerly): their embeddings differ from eager ones (cosine %.4f)", agreement)
             return False
@@ -451,8 +450,7 @@ class TextEncoder:
         except (RuntimeError, TypeError, ValueError) as exc:
             log.warning("packing texts into rows is off (padded batches instead): the model rejected packed inputs (%s)", exc)
             return False
-        padded = np.concatenate([self._forward(self._pad({k: [v[i]] for k, v in features.items()})) for i in range(len(_PROBE_TEXTS))])
-        agreement = float(np.min(np.sum(packed * padded, axis=1)))
+        agreement = self._agreement_with_padded(features, packed)
         if agreement < PACKING_MIN_COSINE:
             log.warning(
                 "packing texts into rows is off (padded batches instead): packed embeddings differ from padded ones (cosine %.4f)",
@@ -460,6 +458,11 @@ class TextEncoder:
             )
             return False
         return True
+
+    def _agreement_with_padded(self, features: dict[str, list[list[int]]], vectors: np.ndarray) -> float:
+        """The lowest cosine between ``vectors`` and each text of ``features`` run alone, padded and eager."""
+        alone = np.concatenate([self._forward(self._pad({k: [v[i]] for k, v in features.items()})) for i in range(len(vectors))])
+        return float(np.min(np.sum(vectors * alone, axis=1)))
 
     @torch.inference_mode()
     def measure_forward_overhead(self, *, length: int = 16, rows: int = 8, repeats: int = 3) -> float:
