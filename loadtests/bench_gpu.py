@@ -4,7 +4,7 @@ floor tokens/s = measured matmul FLOP/s / (2 x non-embedding parameters): a forw
 2 FLOPs per weight per token, so no batch can beat that. Every row embeds texts of one length
 (tokens counted by the encoder's tokenizer, the instruction prefix included), one ``encode`` call
 per batch of one size, as the replicas run them, with the forward eager and as CUDA graphs
-(``--cuda-graphs both``). Two figures per row: the model's part alone (texts tokenised
+(``--cuda-graphs both``), with transformers' RMSNorms and with torch's fused one (``--fused-norms both``). Two figures per row: the model's part alone (texts tokenised
 beforehand) and the whole call, tokenising included (one CPU thread, as in a replica).
 
 ``--model random:qwen3-embedding-0.6b`` builds the exact architecture of Qwen3-Embedding-0.6B with
@@ -136,6 +136,12 @@ def main(argv: list[str] | None = None) -> int:
         choices=["both", "on", "off"],
         help="rows with the forward as CUDA graphs (on), eager (off), or each in turn (both) [default: both]",
     )
+    parser.add_argument(
+        "--fused-norms",
+        default="off",
+        choices=["both", "on", "off"],
+        help="rows with the model's RMSNorms on torch's fused op (on), as transformers runs them (off), or each in turn [default: off]",
+    )
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the figures to FILE as JSON")
     args = parser.parse_args(argv)
     if args.device != "cpu" and not torch.cuda.is_available():
@@ -167,11 +173,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("|---:|---:|---|---:|---:|---:|---:|---:|---:|")
     rows = []
-    for mode in modes:
-        if mode == "on" and encoder.cuda_graphs is None and not encoder.enable_cuda_graphs():
+    norm_modes = ["off", "on"] if args.fused_norms == "both" else [args.fused_norms]  # transformers' first: fusing is one way
+    variants = [(norms, mode) for norms in norm_modes for mode in modes]
+    for norms, mode in variants:
+        if norms == "on" and not encoder.fused_norm_layers and not encoder.fuse_norms():
+            print("| the model's norms could not be fused (see the log): no fused-norm rows |")
+            break
+        encoder.disable_cuda_graphs()  # captured afresh per variant: a graph replays the kernels it recorded
+        if mode == "on" and not encoder.enable_cuda_graphs():
             print("| CUDA graphs could not be enabled for this model (see the log): no graph rows |")
             continue
-        forward = ("CUDA graphs" if mode == "on" else "eager") + (", compiled" if args.compile else "")
+        forward = (
+            ("CUDA graphs" if mode == "on" else "eager")
+            + (", fused norms" if norms == "on" else "")
+            + (", compiled" if args.compile else "")
+        )
         for length in (int(t) for t in args.query_tokens.split(",")):
             texts = texts_of_length(encoder, length, args.texts)
             for batch_size in (int(b) for b in args.batch_sizes.split(",")):

@@ -4,11 +4,12 @@
 #      per batch size and query length, against the compute floor;
 #   2. the whole gateway -> gRPC -> Ray Serve path on that GPU (and the local backend beside it),
 #      driven by wrk, against the raw floor of the same model on the same texts;
-#   3. the embedder as CUDA graphs beside eager, and under torch.compile, where time is left.
+#   3. the embedder as CUDA graphs beside eager, with transformers' RMSNorms beside torch's fused one,
+#      and under torch.compile, where time is left.
 # It uses the host's own python3, PyTorch and transformers, and .gpu/ (loadtests/gpu_host/bundle.sh)
 # for everything else. Stages write JSON and logs to $OUT as they finish, so a timeout keeps
 # what was done. Stage 0 imports everything first: a missing package fails in seconds, not minutes.
-#   OUT=/tmp/gpu-out bash loadtests/gpu_host/run.sh [stages: gputests,eager,graphs,paths,compile,compile-graphs]
+#   OUT=/tmp/gpu-out bash loadtests/gpu_host/run.sh [stages: gputests,eager,graphs,fused-norms,paths,compile,compile-graphs]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 PY="${PY:-python3}"
@@ -53,7 +54,7 @@ PY
 status=0
 if [[ ",$STAGES," == *,gputests,* ]]; then
   echo "== the tests that need CUDA (real graph capture)"
-  timeout -k 10 60 "$PY" -m pytest -q -p no:cacheprovider tests/unit/test_cuda_graphs.py tests/integration/test_gpu_path.py -k "cuda_graph" || status=1
+  timeout -k 10 60 "$PY" -m pytest -q -p no:cacheprovider tests/unit/test_cuda_graphs.py tests/integration/test_gpu_path.py -k "cuda_graph or fused_norms" || status=1
 fi
 if [[ ",$STAGES," == *,eager,* ]]; then
   echo "== stage 1: the embedder alone, eager"
@@ -66,6 +67,13 @@ if [[ ",$STAGES," == *,graphs,* ]]; then
     --seconds "$ROW_SECONDS" --matmul-size 8192 --cuda-graphs both --json "$OUT/gpu-graphs.json" || status=1
   timeout -k 10 "$GRAPHS_S" "$PY" -m loadtests.bench_gpu --model "$MODEL" --batch-sizes 256,512,1024 --query-tokens 16,64 \
     --seconds "$ROW_SECONDS" --matmul-size 8192 --cuda-graphs on --json "$OUT/gpu-graphs-lengths.json" || status=1
+fi
+if [[ ",$STAGES," == *,fused-norms,* ]]; then
+  echo "== stage 2b: transformers' RMSNorms beside torch's fused rms_norm, eager and as CUDA graphs (32- then 64-token queries)"
+  timeout -k 10 "$GRAPHS_S" "$PY" -m loadtests.bench_gpu --model "$MODEL" --batch-sizes 1,64,256,512 --query-tokens 32 \
+    --seconds "$ROW_SECONDS" --matmul-size 8192 --cuda-graphs both --fused-norms both --json "$OUT/gpu-fused-norms.json" || status=1
+  timeout -k 10 "$GRAPHS_S" "$PY" -m loadtests.bench_gpu --model "$MODEL" --batch-sizes 256 --query-tokens 64 \
+    --seconds "$ROW_SECONDS" --matmul-size 8192 --cuda-graphs on --fused-norms both --json "$OUT/gpu-fused-norms-64.json" || status=1
 fi
 if [[ ",$STAGES," == *,paths,* ]]; then
   echo "== stage 3: gateway -> Ray Serve on the GPU (and the local backend beside it where PATH_SET names it)"

@@ -66,6 +66,13 @@ class Settings(BaseSettings):
         "embeddings differ. On an H100 an eager forward of a short query cost ~25 ms of kernel launches (docs/loadtest/gpu.md).",
     )
 
+    fused_norms: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="Run the model's RMSNorm layers as torch's fused rms_norm (one CUDA kernel each) instead of transformers' "
+        "eight kernels, six of them passes over the activations in fp32; auto: on where the model runs on CUDA. A layer whose output the fused op does not "
+        "reproduce keeps its own forward, and all are put back at load where whole embeddings differ.",
+    )
+
     scoring_method: Literal["auto", "neighbours", "prototype", "linear", "ensemble"] = Field(
         "auto",
         description="How examples become scores: neighbours (top-k similar examples + description), prototype (+ category "

@@ -48,3 +48,15 @@ def test_cuda_graphs_are_on_by_default_on_cuda_and_agree_with_eager_forwards(tmp
     got, expected = graphed.encode(texts), eager.encode(texts)
     assert np.min(np.sum(got * expected, axis=1)) > 0.999
     assert graphed.cuda_graphs.shapes  # the batches ran through captured graphs
+
+
+@pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="no CUDA device on this machine: torch's fused rms_norm kernel runs only on a GPU host"
+)
+def test_fused_norms_are_on_by_default_on_cuda_and_agree_with_transformers_norms(tmp_path: Path) -> None:
+    path = str(build_tiny_qwen3(tmp_path))
+    fused = TextEncoder(path, device="cuda", fused_norms="auto", cuda_graphs="off")
+    plain = TextEncoder(path, device="cuda", fused_norms="off", cuda_graphs="off")
+    assert fused.fused_norm_layers == 4 * fused.model.config.num_hidden_layers + 1 and plain.fused_norm_layers == 0
+    texts = MIXED_TEXTS * 3
+    assert np.min(np.sum(fused.encode(texts) * plain.encode(texts), axis=1)) > 0.999

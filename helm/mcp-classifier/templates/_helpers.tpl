@@ -299,6 +299,7 @@ tests/test_helm_chart.py renders this and compares it with `mcp-classifier serve
 {{- if ne (int $e.packWidthTokens) 64 }}{{ $_ := set $settings "pack_width_tokens" (int $e.packWidthTokens) }}{{ end -}}
 {{- if ne $e.scoringMethod "auto" }}{{ $_ := set $settings "scoring_method" $e.scoringMethod }}{{ end -}}
 {{- if ne $e.cudaGraphs "auto" }}{{ $_ := set $settings "cuda_graphs" $e.cudaGraphs }}{{ end -}}
+{{- if ne $e.fusedNorms "auto" }}{{ $_ := set $settings "fused_norms" $e.fusedNorms }}{{ end -}}
 {{- if ne $e.middleLayerFeatures "off" }}{{ $_ := set $settings "middle_layer_features" $e.middleLayerFeatures }}{{ end -}}
 {{- if ne $e.lexicalScoring "auto" }}{{ $_ := set $settings "lexical_scoring" $e.lexicalScoring }}{{ end -}}
 {{- if ne (int $e.batchSize) 32 }}{{ $_ := set $settings "batch_size" (int $e.batchSize) }}{{ end -}}

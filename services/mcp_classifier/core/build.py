@@ -43,6 +43,7 @@ def build_classifier(settings: Settings) -> Classifier:
         pack_width=settings.pack_width_tokens,
         middle_layer=settings.middle_layer_features,
         cuda_graphs=settings.cuda_graphs,
+        fused_norms=settings.fused_norms,
     )
     return Classifier(encoder, config, settings.scoring_method, settings.lexical_scoring)
 

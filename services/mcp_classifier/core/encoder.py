@@ -20,6 +20,7 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from .batch_plan import plan_cost, plan_sub_batches
 from .cuda_graphs import WARM_WIDTHS, Capture, GraphedForward
+from .fused_norms import fuse_rms_norms, unfuse_rms_norms
 from .packing import PackedBatch, Pooling, attention_mask, pack, packed_cost, pool_packed, split_calls
 from .random_models import build_random_model, is_random_model, random_model_config
 
@@ -36,6 +37,7 @@ _DECODER_MODEL_TYPES = {"qwen2", "qwen3", "llama", "mistral", "gemma", "gemma2",
 
 MiddleLayer = Literal["on", "off"]
 CudaGraphs = Literal["auto", "on", "off"]
+FusedNorms = Literal["auto", "on", "off"]
 
 # Texts of several lengths sharing packed rows: a text that saw its neighbours, or a wrong position, shows.
 _PROBE_TEXTS = [f"probe {'word ' * n}for packing" for n in (1, 3, 7, 12, 2, 5)]
@@ -132,6 +134,7 @@ class TextEncoder:
         pack_width: int = 0,
         middle_layer: MiddleLayer = "off",
         cuda_graphs: CudaGraphs = "off",
+        fused_norms: FusedNorms = "off",
     ) -> None:
         self.model_id = model
         path = resolve_model_path(model)
@@ -180,6 +183,9 @@ class TextEncoder:
         # HF fast tokenizers change their padding/truncation state per call: not safe to share
         # across threads, so calls are serialised (the forward itself runs concurrently).
         self._tokenizer_lock = threading.Lock()
+        self.fused_norm_layers = 0  # RMSNorm layers on torch's fused op (fused_norms)
+        if self._wants_fused_norms(fused_norms):
+            self.fuse_norms()
         # How costly a model call is next to padding: decides how a mixed batch is split (batch_plan).
         self.forward_overhead_tokens = forward_overhead_tokens or self.measure_forward_overhead()
         log.info("one forward costs about as much as %.0f tokens of padding", self.forward_overhead_tokens)
@@ -372,6 +378,38 @@ class TextEncoder:
         """The forward a CUDA graph records: packed inputs on the device in, the last layer out."""
         return self.model(**self._packed_inputs(input_ids, position_ids, segment_ids), **self._no_cache).last_hidden_state
 
+    def _wants_fused_norms(self, fused_norms: FusedNorms) -> bool:
+        """auto: on CUDA only, where the fused op is one kernel; elsewhere torch composes it from the same steps."""
+        return fused_norms == "on" or (fused_norms == "auto" and self.device.type == "cuda")
+
+    def fuse_norms(self) -> int:
+        """RMSNorm layers swapped for torch's fused op, where whole embeddings stay those of the model's own layers.
+
+        Before graphs are captured: a graph records the kernels its forward launched.
+        """
+        features = self._tokenize([self.format_query(t) for t in _PROBE_TEXTS])
+        ids = features["input_ids"]
+        before = np.concatenate([self._forward(self._pad({k: [v[i]] for k, v in features.items()})) for i in range(len(ids))])
+        swapped, kept = fuse_rms_norms(self.model)
+        if not swapped:
+            if kept:
+                log.info("fused norms are off: none of the model's %d RMSNorm layers matches torch's rms_norm", kept)
+            return 0
+        agreement = self._agreement_with_padded(features, before)
+        if agreement < PACKING_MIN_COSINE:
+            unfuse_rms_norms(self.model)
+            self.fused_norm_layers = 0
+            log.warning("fused norms are off: embeddings with torch's rms_norm differ from the model's own (cosine %.4f)", agreement)
+            return 0
+        self.fused_norm_layers += swapped
+        log.info(
+            "%d RMSNorm layers run as torch's fused rms_norm (%d kept their own forward; embeddings agree: cosine %.5f)",
+            swapped,
+            kept,
+            agreement,
+        )
+        return swapped
+
     def _wants_graphs(self, cuda_graphs: CudaGraphs) -> bool:
         if cuda_graphs == "off":
             return False
@@ -387,6 +425,10 @@ class TextEncoder:
     @property
     def cuda_graphs(self) -> GraphedForward | None:
         return self._graphs
+
+    def disable_cuda_graphs(self) -> None:
+        """Forwards run eagerly from now on: benchmarks time both on one encoder."""
+        self._graphs = None
 
     def enable_cuda_graphs(self, capture: Capture | None = None) -> bool:
         """Run forwards as graphs from now on, where their embeddings are the eager padded ones (as packing is checked).

@@ -22,6 +22,7 @@ REPLICA_SETTINGS = (
     "forward_overhead_tokens",
     "pack_width_tokens",
     "cuda_graphs",
+    "fused_norms",
     "batch_size",
     "categories_file",
     "scoring_method",
