@@ -56,8 +56,8 @@ def test_an_encoder_without_rms_norms_has_nothing_to_fuse() -> None:
 def test_fused_layers_go_back_where_whole_embeddings_would_drift(
     tiny_qwen3_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    def fuse_with_a_wrong_epsilon(model: torch.nn.Module) -> tuple[int, int]:
-        swapped = fuse_rms_norms(model)
+    def fuse_with_a_wrong_epsilon(model: torch.nn.Module, activations: torch.dtype) -> tuple[int, int]:
+        swapped = fuse_rms_norms(model, activations)
         for module in model.modules():
             if hasattr(module, "_fused_rms_norm_epsilon"):
                 module._fused_rms_norm_epsilon = 100.0

@@ -48,7 +48,7 @@ def test_a_transformers_rms_norm_runs_as_torchs_fused_op_with_the_same_output(dt
     own = norm(x)
     assert not ran_torchs_rms_norm(norm, x)
 
-    assert fuse_rms_norms(norm) == (1, 0)
+    assert fuse_rms_norms(norm, dtype) == (1, 0)
     assert ran_torchs_rms_norm(norm, x)
     tolerance = 1e-5 if dtype == torch.float32 else 2e-2
     torch.testing.assert_close(norm(x), own, rtol=tolerance, atol=tolerance)
@@ -62,17 +62,26 @@ def test_a_norm_with_another_formula_keeps_its_own_forward() -> None:
     norm = GemmaStyleRMSNorm(32)
     x = torch.randn(4, 32)
     own = norm(x)
-    assert fuse_rms_norms(norm) == (0, 1)
+    assert fuse_rms_norms(norm, torch.float32) == (0, 1)
     assert not ran_torchs_rms_norm(norm, x)
     torch.testing.assert_close(norm(x), own, rtol=0, atol=0)
 
 
 def test_layers_that_are_not_transformers_rms_norms_are_not_counted() -> None:
     model = nn.Sequential(nn.LayerNorm(16), ListensToNoEpsilonRMSNorm(16), nn.Linear(16, 16))
-    assert fuse_rms_norms(model) == (0, 0)
+    assert fuse_rms_norms(model, torch.float32) == (0, 0)
 
 
 def test_fusing_twice_swaps_each_layer_once() -> None:
     model = nn.Sequential(Qwen3RMSNorm(16), Qwen3RMSNorm(16))
-    assert fuse_rms_norms(model) == (2, 0)
-    assert fuse_rms_norms(model) == (0, 0)
+    assert fuse_rms_norms(model, torch.float32) == (2, 0)
+    assert fuse_rms_norms(model, torch.float32) == (0, 0)
+
+
+def test_a_norm_kept_in_fp32_beside_bf16_activations_keeps_its_own_forward() -> None:
+    """transformers' layer hands on fp32 there; torch cannot fuse mixed dtypes and would hand on bf16."""
+    norm = Qwen3RMSNorm(16)  # fp32 weight
+    x = torch.randn(2, 16, dtype=torch.bfloat16)
+    own = norm(x)
+    assert fuse_rms_norms(norm, torch.bfloat16) == (0, 1)
+    assert norm(x).dtype == own.dtype == torch.float32

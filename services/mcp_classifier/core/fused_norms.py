@@ -9,7 +9,9 @@ CUDA ``torch.nn.functional.rms_norm`` is one kernel (``aten::_fused_rms_norm``) 
 input once, accumulating in fp32 inside. CUDA graphs remove the launches; this removes the passes.
 
 A layer is swapped only where its own output on a random probe equals the fused one within bf16
-rounding: a variant with another formula (Gemma's ``1 + weight``) keeps its own forward. The
+rounding, in the same dtype: a variant with another formula (Gemma's ``1 + weight``) keeps its own
+forward, and so does a layer whose weight a model keeps in fp32 beside bf16 activations (torch
+cannot fuse mixed dtypes, and transformers' layer would hand on fp32 where the fused op gives bf16). The
 encoder also compares whole embeddings before and after, and puts the layers back on a mismatch.
 Written here because transformers' own route to fused norms (``use_kernels``) downloads its kernels
 from the Hub at load, which an offline cluster cannot do.
@@ -49,24 +51,32 @@ def _fused_forward(self: nn.Module, hidden_states: torch.Tensor) -> torch.Tensor
 
 
 @torch.inference_mode()
-def _agrees(module: nn.Module, epsilon: float) -> bool:
+def _agrees(module: nn.Module, epsilon: float, activations: torch.dtype) -> bool:
     weight = module.weight
     assert isinstance(weight, torch.Tensor)
+    if weight.dtype != activations:
+        return False
     generator = torch.Generator(device=weight.device).manual_seed(PROBE_SEED)
-    probe = torch.randn(PROBE_ROWS, weight.shape[0], generator=generator, device=weight.device, dtype=weight.dtype)
-    own = module(probe).float()
-    fused = functional.rms_norm(probe, (weight.shape[0],), weight, epsilon).float()
+    probe = torch.randn(PROBE_ROWS, weight.shape[0], generator=generator, device=weight.device, dtype=activations)
+    own = module(probe)
+    fused = functional.rms_norm(probe, (weight.shape[0],), weight, epsilon)
+    if own.dtype != fused.dtype:
+        return False
+    own, fused = own.float(), fused.float()
     return bool(torch.linalg.vector_norm(own - fused) <= MAX_RELATIVE_ERROR * torch.linalg.vector_norm(own))
 
 
-def fuse_rms_norms(model: nn.Module) -> tuple[int, int]:
-    """Swap every RMSNorm layer whose output the fused op reproduces; returns (swapped, kept as they were)."""
+def fuse_rms_norms(model: nn.Module, activations: torch.dtype) -> tuple[int, int]:
+    """Swap every RMSNorm layer whose output the fused op reproduces for inputs of the ``activations`` dtype.
+
+    Returns (swapped, kept as they were).
+    """
     swapped = kept = 0
     for module in model.modules():
         epsilon = rms_norm_epsilon(module)
         if epsilon is None or hasattr(module, _FUSED):
             continue
-        if _agrees(module, epsilon):
+        if _agrees(module, epsilon, activations):
             setattr(module, _FUSED, epsilon)
             module.forward = MethodType(_fused_forward, module)
             swapped += 1
