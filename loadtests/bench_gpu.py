@@ -24,6 +24,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import orjson
 import torch
@@ -40,6 +41,7 @@ WORDS = (
 ).split()
 PASS_TEXTS = 64  # texts per timed pass where batches are smaller: a pass of 1,024 lone texts took 25 s eager on the H100
 TARGET_SHARE = 0.50  # issue 15: >= 50% of the compute floor for 32-token queries at the best batch size
+PROFILE_ROWS = 15  # kernels (CUDA) or ops (CPU) listed per profiled forward, by their own time
 
 
 def texts_of_length(encoder: TextEncoder, tokens: int, n: int, seed: int = 0) -> list[str]:
@@ -97,11 +99,16 @@ def seconds_per_pass(run_pass: Callable[[], object], device: torch.device, min_s
             return elapsed / passes
 
 
-def measure(encoder: TextEncoder, texts: list[str], batch_size: int, min_seconds: float) -> dict[str, float]:
-    """One row: per batch, the model's part alone (tokenised beforehand) and the whole encode() call."""
+def one_call_per_batch(encoder: TextEncoder, batch_size: int) -> None:
+    """Batches of this size go through as one model call, graphed or not."""
     encoder.batch_size = batch_size
     if encoder.cuda_graphs is not None:
         encoder.cuda_graphs.max_rows = max(encoder.cuda_graphs.max_rows, row_bucket(batch_size))
+
+
+def measure(encoder: TextEncoder, texts: list[str], batch_size: int, min_seconds: float) -> dict[str, float]:
+    """One row: per batch, the model's part alone (tokenised beforehand) and the whole encode() call."""
+    one_call_per_batch(encoder, batch_size)
     batches = batches_of(texts[: max(batch_size, PASS_TEXTS)], batch_size)
     tokenized = [encoder._tokenize(batch) for batch in batches]
     tokens = sum(len(ids) for features in tokenized for ids in features["input_ids"])
@@ -117,6 +124,48 @@ def measure(encoder: TextEncoder, texts: list[str], batch_size: int, min_seconds
         "texts_per_s_with_tokenizing": count / whole_s,
         "tokens_per_s_with_tokenizing": tokens / whole_s,
     }
+
+
+def profile_batch(encoder: TextEncoder, texts: list[str], batch_size: int) -> dict[str, Any]:
+    """Where one batch's model part goes: torch's profiler, kernels by their own GPU time (ops by CPU time on a CPU).
+
+    The time a batch takes beyond its matmuls was estimated by counting memory passes (docs/loadtest/gpu.md);
+    this measures it, per kernel, in one call.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    one_call_per_batch(encoder, batch_size)
+    features = encoder._tokenize(texts[:batch_size])
+    encoder.encode_tokenized(features)  # warm: graphs of this shape captured, allocator settled
+    _sync(encoder.device)
+    on_gpu = encoder.device.type == "cuda"
+    with profile(activities=[ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if on_gpu else [])]) as trace:
+        started = time.perf_counter()
+        encoder.encode_tokenized(features)
+        _sync(encoder.device)
+        wall_ms = 1000 * (time.perf_counter() - started)
+    averages = trace.key_averages()
+    own_us = [e.self_device_time_total if on_gpu else e.self_cpu_time_total for e in averages]
+    total_us = sum(own_us)
+    ranked = sorted(zip(averages, own_us), key=lambda pair: pair[1], reverse=True)[:PROFILE_ROWS]
+    return {
+        "batch_size": len(features["input_ids"]),
+        "wall_ms": wall_ms,
+        "measured": "GPU kernels" if on_gpu else "CPU ops",
+        "total_ms": total_us / 1000,
+        "top": [{"name": e.key, "calls": e.count, "ms": us / 1000, "share": us / total_us if total_us else 0.0} for e, us in ranked],
+    }
+
+
+def print_profile(forward: str, report: dict[str, Any]) -> None:
+    print(
+        f"\nprofile, {forward}, batch of {report['batch_size']}: {report['total_ms']:.2f} ms of {report['measured']} "
+        f"in a {report['wall_ms']:.2f} ms call"
+    )
+    print("| kernel or op | calls | own ms | share |")
+    print("|---|---:|---:|---:|")
+    for row in report["top"]:
+        print(f"| {row['name'][:90]} | {row['calls']} | {row['ms']:.3f} | {row['share']:.1%} |")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,6 +190,14 @@ def main(argv: list[str] | None = None) -> int:
         default="off",
         choices=["both", "on", "off"],
         help="rows with the model's RMSNorms on torch's fused op (on), as transformers runs them (off), or each in turn [default: off]",
+    )
+    parser.add_argument(
+        "--profile-batch",
+        type=int,
+        default=0,
+        metavar="N",
+        help="after each forward's rows, profile one batch of N texts of the first query length: the top kernels by GPU time "
+        "(ops by CPU time on a CPU) [default: 0, off]",
     )
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the figures to FILE as JSON")
     args = parser.parse_args(argv)
@@ -173,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("|---:|---:|---|---:|---:|---:|---:|---:|---:|")
     rows = []
+    profiles: dict[str, dict[str, Any]] = {}
     norm_modes = ["off", "on"] if args.fused_norms == "both" else [args.fused_norms]  # transformers' first: fusing is one way
     variants = [(norms, mode) for norms in norm_modes for mode in modes]
     for norms, mode in variants:
@@ -201,6 +259,10 @@ def main(argv: list[str] | None = None) -> int:
                     f"{row['share_with_tokenizing']:.1%} |",
                     flush=True,
                 )
+        if args.profile_batch:  # while the encoder still runs this forward
+            first_length = int(args.query_tokens.split(",")[0])
+            texts = texts_of_length(encoder, first_length, max(args.texts, args.profile_batch))
+            profiles[forward] = profile_batch(encoder, texts, args.profile_batch)
     near32 = [r for r in rows if abs(r["query_tokens"] - 32) <= 4]
     for forward in dict.fromkeys(r["forward"] for r in near32):
         best = max((r for r in near32 if r["forward"] == forward), key=lambda r: r["share"])
@@ -208,8 +270,11 @@ def main(argv: list[str] | None = None) -> int:
             f"32-token queries, {forward}: best {best['share']:.1%} of the compute floor at batch {best['batch_size']} "
             f"({best['share_with_tokenizing']:.1%} with tokenising; target >= {TARGET_SHARE:.0%})"
         )
+    for forward, report in profiles.items():
+        print_profile(forward, report)
     if args.json:
-        args.json.write_bytes(orjson.dumps({"header": header, "floor_tokens_per_s": floor, "rows": rows}, option=orjson.OPT_INDENT_2))
+        document = {"header": header, "floor_tokens_per_s": floor, "rows": rows, "profiles": profiles}
+        args.json.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
     return 0
 
 

@@ -71,7 +71,7 @@ fi
 if [[ ",$STAGES," == *,fused-norms,* ]]; then
   echo "== stage 2b: transformers' RMSNorms beside torch's fused rms_norm, eager and as CUDA graphs (32- then 64-token queries)"
   timeout -k 10 "$GRAPHS_S" "$PY" -m loadtests.bench_gpu --model "$MODEL" --batch-sizes 1,64,256,512 --query-tokens 32 \
-    --seconds "$ROW_SECONDS" --matmul-size 8192 --cuda-graphs both --fused-norms both --json "$OUT/gpu-fused-norms.json" || status=1
+    --seconds "$ROW_SECONDS" --matmul-size 8192 --cuda-graphs both --fused-norms both --profile-batch 256 --json "$OUT/gpu-fused-norms.json" || status=1
   timeout -k 10 "$GRAPHS_S" "$PY" -m loadtests.bench_gpu --model "$MODEL" --batch-sizes 256 --query-tokens 64 \
     --seconds "$ROW_SECONDS" --matmul-size 8192 --cuda-graphs on --fused-norms both --json "$OUT/gpu-fused-norms-64.json" || status=1
 fi

@@ -28,11 +28,22 @@ def test_the_embedder_bench_reports_each_batch_size_against_the_floor(tmp_path: 
     assert "compute floor" in printed and "| 16 | 8 | eager |" in printed
 
 
-def test_the_bench_times_transformers_norms_beside_torchs_fused_ones(tmp_path: Path) -> None:
+def test_the_bench_times_transformers_norms_beside_torchs_fused_ones(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bench_gpu, "PROFILE_ROWS", 1000)  # every op listed, so the norms' own can be looked for
     model = build_tiny_qwen3(tmp_path / "tiny-qwen3")
     out = tmp_path / "norms.json"
     args = ["--model", str(model), "--device", "cpu", "--batch-sizes", "4", "--query-tokens", "16", "--texts", "8"]
-    assert bench_gpu.main([*args, "--seconds", "0.05", "--fused-norms", "both", "--json", str(out)]) == 0
-    rows = orjson.loads(out.read_bytes())["rows"]
-    assert [row["forward"] for row in rows] == ["eager", "eager, fused norms"]
-    assert all(row["tokens_per_s"] > 0 for row in rows)
+    assert bench_gpu.main([*args, "--seconds", "0.05", "--fused-norms", "both", "--profile-batch", "4", "--json", str(out)]) == 0
+    report = orjson.loads(out.read_bytes())
+    assert [row["forward"] for row in report["rows"]] == ["eager", "eager, fused norms"]
+    assert all(row["tokens_per_s"] > 0 for row in report["rows"])
+    # One batch of each forward profiled: on a CPU, ops by their own CPU time, the biggest first.
+    profiles = report["profiles"]
+    assert set(profiles) == {"eager", "eager, fused norms"}
+    top_ops = {forward: [op["name"] for op in profile["top"]] for forward, profile in profiles.items()}
+    assert "aten::rms_norm" not in top_ops["eager"]
+    assert "aten::rms_norm" in top_ops["eager, fused norms"]
+    for profile in profiles.values():
+        assert profile["batch_size"] == 4 and profile["measured"] == "CPU ops"
+        times = [op["ms"] for op in profile["top"]]
+        assert times == sorted(times, reverse=True) and times[0] > 0
