@@ -6,14 +6,54 @@ import logging
 import os
 import socket
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_fixed
 
 from ..settings import Settings
+
+if TYPE_CHECKING:
+    import psutil
 from .serve_config import SERVICER_FUNCTION, route_prefix
 
 log = logging.getLogger(__name__)
 THROUGHPUT_OPTIMIZED_ENV = "RAY_SERVE_THROUGHPUT_OPTIMIZED"
 DIRECT_INGRESS_ENV = "RAY_SERVE_ENABLE_DIRECT_INGRESS"
 DIRECT_INGRESS_DRAIN_ENV = "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S"
+RAY_START_ATTEMPTS = 2  # one more try where the node's first start timed out
+RAY_START_RETRY_WAIT_S = 1.0
+_NODE_START_TIMEOUT = "timed out during startup"  # Ray's message when its raylet or GCS misses the node's start deadline
+
+
+def _is_node_start_timeout(exc: BaseException) -> bool:
+    return _NODE_START_TIMEOUT in str(exc)
+
+
+def init_ray_retrying(
+    init: Callable[[], object], shutdown: Callable[[], object], attempts: int = RAY_START_ATTEMPTS, wait_s: float = RAY_START_RETRY_WAIT_S
+) -> None:
+    """Start the embedded node, once more where its start timed out.
+
+    Ray gives a new node's raylet and GCS a fixed time to come up; on a loaded host (a busy 2-core
+    node, a CI runner) that deadline can pass once while a second start succeeds. What the failed
+    start left running is shut down before the next try. Any other failure is raised at once.
+    """
+
+    def clear_up(state: RetryCallState) -> None:
+        log.warning(
+            "the embedded Ray node timed out while starting (attempt %d): shutting it down and starting again", state.attempt_number
+        )
+        shutdown()
+
+    for attempt in Retrying(
+        stop=stop_after_attempt(attempts),
+        retry=retry_if_exception(_is_node_start_timeout),
+        wait=wait_fixed(wait_s),
+        before_sleep=clear_up,
+        reraise=True,
+    ):
+        with attempt:
+            init()
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -40,15 +80,18 @@ def start_local_serve(settings: Settings) -> int:
 
     grpc_port = free_port()
     metrics_port = settings.ray_metrics_port or free_port()
-    ray.init(
-        num_cpus=settings.ray_num_cpus,
-        num_gpus=None if settings.replica_num_gpus else 0,
-        object_store_memory=settings.ray_object_store_mb * 2**20,
-        include_dashboard=False,
-        configure_logging=False,
-        log_to_driver=True,
-        namespace="mcp-classifier",
-        _metrics_export_port=metrics_port,
+    init_ray_retrying(
+        lambda: ray.init(
+            num_cpus=settings.ray_num_cpus,
+            num_gpus=None if settings.replica_num_gpus else 0,
+            object_store_memory=settings.ray_object_store_mb * 2**20,
+            include_dashboard=False,
+            configure_logging=False,
+            log_to_driver=True,
+            namespace="mcp-classifier",
+            _metrics_export_port=metrics_port,
+        ),
+        lambda: (ray.shutdown(), end_processes_under(os.path.dirname(ray.__file__))),
     )
     serve.start(
         http_options=HTTPOptions(host="127.0.0.1", port=free_port()),
@@ -112,10 +155,36 @@ def stop_local_serve(timeout_s: float = 20.0) -> None:
         if worker.is_alive():
             log.warning("%s did not finish in %.0f s; ending Ray processes directly", step.__qualname__, timeout_s / 2)
             break
-    leftovers = [p for p in me.children(recursive=True) if p.is_running()]
-    for proc in leftovers:
+    _end([p for p in me.children(recursive=True) if p.is_running()])
+
+
+def end_processes_under(package_dir: str) -> int:
+    """End this process's children that run a program of ``package_dir``: what a failed Ray start left behind.
+
+    Ray raises its start timeout from inside the node's constructor, before ray.shutdown() knows the
+    node, so its GCS, raylet and agents would run on beside the next start. Other children (an
+    embedded Redis) are left alone. Returns how many were ended.
+    """
+    import psutil
+
+    def runs_from_package(proc: psutil.Process) -> bool:
+        try:
+            return any(part.startswith(package_dir) for part in [proc.exe(), *proc.cmdline()])
+        except psutil.Error:
+            return False
+
+    orphans = [p for p in psutil.Process().children(recursive=True) if runs_from_package(p)]
+    _end(orphans)
+    return len(orphans)
+
+
+def _end(processes: list[psutil.Process]) -> None:
+    """SIGTERM, five seconds, then SIGKILL for what is still running."""
+    import psutil
+
+    for proc in processes:
         _quietly(proc.terminate)
-    _, alive = psutil.wait_procs(leftovers, timeout=5)
+    _, alive = psutil.wait_procs(processes, timeout=5)
     for proc in alive:
         _quietly(proc.kill)
 
