@@ -68,11 +68,12 @@ def test_what_a_failed_start_left_running_is_ended_and_nothing_else(tmp_path: Pa
     sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
     from_package = subprocess.Popen([*sleeper, str(package / "core" / "raylet")])
     other = subprocess.Popen(sleeper)
+    sibling = subprocess.Popen([*sleeper, str(tmp_path / "rayon" / "worker")])  # a folder whose name starts the same
     try:
         assert end_processes_under(str(package)) == 1
         assert from_package.wait(timeout=10) is not None
-        assert other.poll() is None
+        assert other.poll() is None and sibling.poll() is None
     finally:
-        for proc in (from_package, other):
+        for proc in (from_package, other, sibling):
             proc.kill()
             proc.wait()

@@ -167,9 +167,11 @@ def end_processes_under(package_dir: str) -> int:
     """
     import psutil
 
+    inside = os.path.join(package_dir, "")  # the folder's own files, not a sibling sharing its name's start
+
     def runs_from_package(proc: psutil.Process) -> bool:
         try:
-            return any(part.startswith(package_dir) for part in [proc.exe(), *proc.cmdline()])
+            return any(part.startswith(inside) for part in [proc.exe(), *proc.cmdline()])
         except psutil.Error:
             return False
 
