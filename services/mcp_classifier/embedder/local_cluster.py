@@ -56,10 +56,26 @@ def init_ray_retrying(
             init()
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+# Ports a Ray node binds by default when it starts (ray_constants: DEFAULT_DASHBOARD_AGENT_LISTEN_PORT,
+# DEFAULT_DASHBOARD_PORT, DEFAULT_PORT). A port picked here before the node starts must not be one of
+# them: the metrics port once came out as 52365, inside the kernel's ephemeral range, and ray.init refused it.
+RAY_DEFAULT_PORTS = frozenset({52365, 8265, 6379})
+
+
+def free_port(host: str = "127.0.0.1", avoid: frozenset[int] = RAY_DEFAULT_PORTS) -> int:
+    """A port the kernel reports free, other than those in ``avoid``."""
+    held: list[socket.socket] = []  # kept bound until the end, so each new bind gets another port
+    try:
+        while True:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            held.append(sock)
+            sock.bind((host, 0))
+            port = int(sock.getsockname()[1])
+            if port not in avoid:
+                return port
+    finally:
+        for sock in held:
+            sock.close()
 
 
 def start_local_serve(settings: Settings) -> int:

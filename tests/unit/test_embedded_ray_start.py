@@ -1,4 +1,4 @@
-"""The embedded Ray node gets one more start where its first timed out (a loaded host), and only then.
+"""The embedded Ray node's start: one more try where the first timed out, and ports picked beforehand that Ray never wants.
 
 Fakes stand in for ray.init and ray.shutdown: what is checked is the retry rule itself (a real start
 that times out cannot be provoked on demand; every real start runs in the Ray tests, tests/e2e).
@@ -7,12 +7,14 @@ Ending what a failed start left running is checked on real processes.
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from mcp_classifier.embedder import local_cluster
 from mcp_classifier.embedder.local_cluster import end_processes_under, init_ray_retrying
 
 NODE_TIMEOUT = Exception(
@@ -77,3 +79,42 @@ def test_what_a_failed_start_left_running_is_ended_and_nothing_else(tmp_path: Pa
         for proc in (from_package, other, sibling):
             proc.kill()
             proc.wait()
+
+
+class KernelHandsOut:
+    """Stands in for the kernel's choice of a free port (bind to port 0), which a test cannot steer."""
+
+    def __init__(self, ports: list[int]) -> None:
+        self.ports = ports
+        self.closed = 0
+
+    def socket(self, *args: object) -> KernelHandsOut.Bound:
+        return KernelHandsOut.Bound(self)
+
+    class Bound:
+        def __init__(self, kernel: KernelHandsOut) -> None:
+            self.kernel = kernel
+            self.port = 0
+
+        def bind(self, address: tuple[str, int]) -> None:
+            self.port = self.kernel.ports.pop(0)
+
+        def getsockname(self) -> tuple[str, int]:
+            return ("127.0.0.1", self.port)
+
+        def close(self) -> None:
+            self.kernel.closed += 1
+
+
+def test_a_port_picked_before_ray_starts_is_never_one_ray_binds_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    kernel = KernelHandsOut([52365, 41234])
+    monkeypatch.setattr(local_cluster.socket, "socket", kernel.socket)
+    assert local_cluster.free_port() == 41234
+    assert kernel.closed == 2  # both sockets released once the port is chosen
+
+
+def test_a_free_port_is_really_free() -> None:
+    port = local_cluster.free_port()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", port))
+    assert port not in local_cluster.RAY_DEFAULT_PORTS
