@@ -388,8 +388,7 @@ class TextEncoder:
         Before graphs are captured: a graph records the kernels its forward launched.
         """
         features = self._tokenize([self.format_query(t) for t in _PROBE_TEXTS])
-        ids = features["input_ids"]
-        before = np.concatenate([self._forward(self._pad({k: [v[i]] for k, v in features.items()})) for i in range(len(ids))])
+        before = self._each_alone_padded(features)
         swapped, kept = fuse_rms_norms(self.model, self.dtype)
         if not swapped:
             if kept:
@@ -505,10 +504,14 @@ class TextEncoder:
             return False
         return True
 
+    def _each_alone_padded(self, features: dict[str, list[list[int]]]) -> np.ndarray:
+        """Every text of ``features`` through its own padded, eager forward: the reference the load-time checks compare with."""
+        count = len(features["input_ids"])
+        return np.concatenate([self._forward(self._pad({k: [v[i]] for k, v in features.items()})) for i in range(count)])
+
     def _agreement_with_padded(self, features: dict[str, list[list[int]]], vectors: np.ndarray) -> float:
         """The lowest cosine between ``vectors`` and each text of ``features`` run alone, padded and eager."""
-        alone = np.concatenate([self._forward(self._pad({k: [v[i]] for k, v in features.items()})) for i in range(len(vectors))])
-        return float(np.min(np.sum(vectors * alone, axis=1)))
+        return float(np.min(np.sum(vectors * self._each_alone_padded(features), axis=1)))
 
     @torch.inference_mode()
     def measure_forward_overhead(self, *, length: int = 16, rows: int = 8, repeats: int = 3) -> float:

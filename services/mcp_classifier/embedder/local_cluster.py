@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_fixed
 
 from ..settings import Settings
+from .serve_config import SERVICER_FUNCTION, route_prefix
 
 if TYPE_CHECKING:
     import psutil
-from .serve_config import SERVICER_FUNCTION, route_prefix
 
 log = logging.getLogger(__name__)
 THROUGHPUT_OPTIMIZED_ENV = "RAY_SERVE_THROUGHPUT_OPTIMIZED"
