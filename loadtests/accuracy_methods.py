@@ -10,10 +10,12 @@ For every set and every method in mcp_classifier.core.scorers it prints, side by
   * pooled over the sets that bring their own categories file (the few-shot ones): accuracy and ECE
     over all their queries at once, where the ECE's noise is small enough to judge a 0.05 target;
   * the time to fit the index (the start-up and reload cost).
+Each method runs with and without word matches (BM25) and token matches (late interaction), as asked.
 The queries never take part in fitting. The embeddings are computed once per set and shared.
 
 Usage (from the repository root):
     python -m loadtests.accuracy_methods [--sets docs/accuracy/sets] [--model builtin:minilm] [--folds 4]
+        [--methods auto,linear] [--lexical off,auto] [--token-matching off,auto]
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import json
 import sys
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import get_args
 
@@ -33,6 +36,7 @@ from mcp_classifier.core.encoder import MiddleLayer
 from mcp_classifier.core.fusion import LexicalMode, fit_category_scorer
 from mcp_classifier.core.index import category_texts
 from mcp_classifier.core.scorers import SCORING_METHODS, ScoringMethod, stratified_folds
+from mcp_classifier.core.token_match import CategoryTokens
 from mcp_classifier.evaluation.metrics import calibrated_ece, expected_calibration_error
 from mcp_classifier.settings import Settings
 from mcp_classifier.wiring import build_classifier
@@ -56,14 +60,32 @@ def k_fold_predictions(
     descriptions: np.ndarray,
     words_of: list[str],
     folds: int,
+    tokens: SetTokens | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Every example predicted by the method fitted on the other folds (stratified, fixed shuffle)."""
     probabilities = np.zeros((len(labels), len(words_of)))
     for test in stratified_folds(labels, folds):
         train = np.setdiff1d(np.arange(len(labels)), test)
-        fitted = fit_category_scorer(method, vectors[train], [texts[i] for i in train], labels[train], descriptions, words_of, lexical)
-        probabilities[test] = fitted.probabilities(vectors[test], [texts[i] for i in test])
+        bags = tokens.bags(train, labels) if tokens is not None else None
+        fitted = fit_category_scorer(
+            method, vectors[train], [texts[i] for i in train], labels[train], descriptions, words_of, lexical, bags
+        )
+        probabilities[test] = fitted.probabilities(
+            vectors[test], [texts[i] for i in test], [tokens.examples[i] for i in test] if tokens else None
+        )
     return probabilities.argmax(axis=1), probabilities.max(axis=1)
+
+
+@dataclass(frozen=True)
+class SetTokens:
+    """A set's token vectors (token matching on): each example's, each category's name and description's, each query's."""
+
+    examples: list[np.ndarray]
+    categories: list[np.ndarray]
+    queries: list[np.ndarray]
+
+    def bags(self, keep: np.ndarray, labels: np.ndarray) -> CategoryTokens:
+        return CategoryTokens(self.categories, [self.examples[i] for i in keep], labels[keep])
 
 
 def pooled_rows(rows: list[dict], outcomes: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]) -> list[dict]:
@@ -84,8 +106,8 @@ def pooled_rows(rows: list[dict], outcomes: dict[tuple[str, str], tuple[np.ndarr
     return pooled
 
 
-def variant_name(method: str, lexical: str) -> str:
-    return method if lexical == "off" else f"{method}+words"
+def variant_name(method: str, lexical: str, token_matching: str = "off") -> str:
+    return method + "+words" * (lexical != "off") + "+tokens" * (token_matching != "off")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--folds", type=int, default=4)
     parser.add_argument("--methods", default=",".join(SCORING_METHODS))
     parser.add_argument("--lexical", default="off,auto", help="lexical_scoring values to run each method with [default: %(default)s]")
+    parser.add_argument("--token-matching", default="off,auto", help="token_matching values to run each method with [default: %(default)s]")
     parser.add_argument("--json", type=Path, help="also write every figure here")
     parser.add_argument(
         "--middle-layer-features",
@@ -103,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         help="classify on a middle layer beside the last [default: %(default)s]",
     )
     args = parser.parse_args(argv)
-    variants = [(m, lx) for lx in args.lexical.split(",") for m in args.methods.split(",")]
+    variants = [(m, lx, tm) for tm in args.token_matching.split(",") for lx in args.lexical.split(",") for m in args.methods.split(",")]
     classifier = build_classifier(Settings(model=args.model, middle_layer_features=args.middle_layer_features))
     encoder = classifier.encoder
     rows = []
@@ -119,26 +142,43 @@ def main(argv: list[str] | None = None) -> int:
         labels = np.array([i for _, i in examples])
         descriptions = encoder.encode_documents([c.description or c.name for c in config.categories])
         query_vectors = encoder.encode_queries([q["text"] for q in queries])
+        set_tokens = SetTokens(
+            encoder.encode_with_tokens(texts, query=False)[1],
+            encoder.encode_with_tokens(words_of, query=False)[1],
+            encoder.encode_with_tokens([q["text"] for q in queries], query=True)[1],
+        )
         truth = np.array([names.index(q["category"]) for q in queries])
         styles = [q.get("style", "") for q in queries]
         hard = np.array([s in HARD_STYLES for s in styles])
         print(f"{folder.name}: {len(names)} categories, {len(examples)} examples, {len(queries)} queries", file=sys.stderr)
-        for method, lexical in variants:
+        for method, lexical, token_matching in variants:
+            tokens = set_tokens if token_matching != "off" else None
             started = time.perf_counter()
-            fitted = fit_category_scorer(method, vectors, texts, labels, descriptions, words_of, lexical)  # type: ignore[arg-type]
+            bags = tokens.bags(np.arange(len(labels)), labels) if tokens is not None else None
+            fitted = fit_category_scorer(method, vectors, texts, labels, descriptions, words_of, lexical, bags)  # type: ignore[arg-type]
             fit_ms = (time.perf_counter() - started) * 1000
-            probabilities = fitted.probabilities(query_vectors, [q["text"] for q in queries])
+            probabilities = fitted.probabilities(query_vectors, [q["text"] for q in queries], set_tokens.queries)
             predicted, confidence = probabilities.argmax(axis=1), probabilities.max(axis=1)
             correct = predicted == truth
             ece, _ = expected_calibration_error(confidence, correct)
-            fold_pred, fold_conf = k_fold_predictions(method, lexical, vectors, texts, labels, descriptions, words_of, args.folds)  # type: ignore[arg-type]
+            fold_pred, fold_conf = k_fold_predictions(
+                method,
+                lexical,
+                vectors,
+                texts,
+                labels,
+                descriptions,
+                words_of,
+                args.folds,
+                tokens,  # type: ignore[arg-type]
+            )
             fold_ece, _ = expected_calibration_error(fold_conf, fold_pred == labels)
             per_style: dict[str, list[bool]] = defaultdict(list)
             for style, ok in zip(styles, correct):
                 per_style[style].append(bool(ok))
-            outcomes[(folder.name, variant_name(method, lexical))] = (confidence, correct)
+            outcomes[(folder.name, variant_name(method, lexical, token_matching))] = (confidence, correct)
             rows.append({
-                "set": folder.name, "method": variant_name(method, lexical), "picked": fitted.method, "queries": len(queries),
+                "set": folder.name, "method": variant_name(method, lexical, token_matching), "picked": fitted.method, "queries": len(queries),
                 "few_shot": categories_file is not None, "accuracy": float(correct.mean()),
                 "hard_accuracy": float(correct[hard].mean()) if hard.any() else None, "ece": ece, "ece_if_calibrated": calibrated_ece(confidence),
                 "kfold_accuracy": float((fold_pred == labels).mean()), "kfold_ece": fold_ece, "kfold_ece_if_calibrated": calibrated_ece(fold_conf),

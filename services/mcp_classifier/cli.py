@@ -216,8 +216,9 @@ def _run_eval(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
     from .core.categories import load_categories
+    from .core.index import category_texts
     from .evaluation.dataset import DatasetError, load_dataset
-    from .evaluation.doctor import centroid_similarity, diagnose, render, write_report
+    from .evaluation.doctor import TokenVectors, centroid_similarity, diagnose, render, write_report
     from .wiring import build_classifier
 
     config = load_categories(settings.categories_file)
@@ -233,13 +234,21 @@ def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
     source = str(settings.categories_file or "the packaged default categories")
     print(
         f"doctor: {source}: {len(config.categories)} categories, scoring method {settings.scoring_method}, "
-        f"lexical scoring {settings.lexical_scoring}, middle layer features {settings.middle_layer_features}",
+        f"lexical scoring {settings.lexical_scoring}, token matching {settings.token_matching}, "
+        f"middle layer features {settings.middle_layer_features}",
         file=sys.stderr,
     )
     encoder = build_classifier(settings).encoder
     example_vectors = encoder.encode_documents([e for c in config.categories for e in c.examples])
     description_vectors = encoder.encode_documents([c.description or c.name for c in config.categories])
     query_vectors = encoder.encode_queries([q.text for q in queries]) if queries else None
+    tokens = None
+    if settings.token_matching != "off":
+        tokens = TokenVectors(
+            encoder.encode_with_tokens([e for c in config.categories for e in c.examples], query=False)[1],
+            encoder.encode_with_tokens(category_texts(config), query=False)[1],
+            encoder.encode_with_tokens([q.text for q in queries], query=True)[1] if queries else [],
+        )
     diagnosis = diagnose(
         config,
         example_vectors,
@@ -249,6 +258,7 @@ def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
         [q.category for q in queries] if queries else None,
         [q.text for q in queries] if queries else None,
         settings.lexical_scoring,
+        tokens,
     )
     print(render(diagnosis))
     if args.out is not None:

@@ -91,6 +91,12 @@ class Settings(BaseSettings):
         "to the scores with a weight chosen by out-of-fold log loss on the examples (0 where words do not help); off: "
         "embeddings alone.",
     )
+    token_matching: Literal["auto", "off"] = Field(
+        "auto",
+        description="Token matches beside the embeddings: each query token's best match among a category's example "
+        "tokens (the model's last layer), added with a weight chosen by out-of-fold log loss on the examples (0 where "
+        "they do not help); off: pooled embeddings alone (no token vectors kept or scored).",
+    )
 
     # --- batching --------------------------------------------------------------------------
     batch_size: int = Field(32, ge=1, le=4096, description="Most texts in one model forward.")

@@ -13,7 +13,8 @@ import yaml
 
 from mcp_classifier.core.categories import CategoryConfig, load_categories
 from mcp_classifier.core.encoder import TextEncoder
-from mcp_classifier.evaluation.doctor import diagnose, render
+from mcp_classifier.core.index import category_texts
+from mcp_classifier.evaluation.doctor import TokenVectors, diagnose, render
 
 CATEGORIES = {
     "categories": [
@@ -45,18 +46,34 @@ def categories_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def vectors(categories_file: Path) -> tuple[CategoryConfig, np.ndarray, np.ndarray]:
+def encoder() -> TextEncoder:
+    return TextEncoder("builtin:minilm", device="cpu")
+
+
+@pytest.fixture(scope="module")
+def vectors(categories_file: Path, encoder: TextEncoder) -> tuple[CategoryConfig, np.ndarray, np.ndarray]:
     config = load_categories(categories_file)
-    encoder = TextEncoder("builtin:minilm", device="cpu")
     examples = encoder.encode_documents([e for c in config.categories for e in c.examples])
     descriptions = encoder.encode_documents([c.description for c in config.categories])
     return config, examples, descriptions
 
 
+@pytest.fixture(scope="module")
+def token_vectors(vectors: tuple[CategoryConfig, np.ndarray, np.ndarray], encoder: TextEncoder) -> TokenVectors:
+    config = vectors[0]
+    return TokenVectors(
+        encoder.encode_with_tokens([e for c in config.categories for e in c.examples], query=False)[1],
+        encoder.encode_with_tokens(category_texts(config), query=False)[1],
+    )
+
+
+@pytest.mark.parametrize("token_matching", ["off", "auto"])
 @pytest.mark.parametrize("method", ["neighbours", "linear"])
-def test_doctor_names_the_confusable_pair_first(vectors: tuple[CategoryConfig, np.ndarray, np.ndarray], method: str) -> None:
+def test_doctor_names_the_confusable_pair_first(
+    vectors: tuple[CategoryConfig, np.ndarray, np.ndarray], token_vectors: TokenVectors, method: str, token_matching: str
+) -> None:
     config, examples, descriptions = vectors
-    diagnosis = diagnose(config, examples, descriptions, method)
+    diagnosis = diagnose(config, examples, descriptions, method, tokens=token_vectors if token_matching == "auto" else None)
     top = diagnosis.pairs[0]
     assert {top.first, top.second} == {"billing", "payments"}, diagnosis.pairs[:3]
     assert top in diagnosis.flagged_pairs

@@ -45,7 +45,7 @@ def build_classifier(settings: Settings) -> Classifier:
         cuda_graphs=settings.cuda_graphs,
         fused_norms=settings.fused_norms,
     )
-    return Classifier(encoder, config, settings.scoring_method, settings.lexical_scoring)
+    return Classifier(encoder, config, settings.scoring_method, settings.lexical_scoring, settings.token_matching)
 
 
 def model_calls_in_flight(settings: Settings) -> int:

@@ -10,7 +10,7 @@ import numpy as np
 
 from .categories import CategoryConfig, CategoryFileError, load_categories
 from .encoder import TextEncoder
-from .fusion import LexicalMode
+from .fusion import LexicalMode, TokenMatching
 from .index import CategoryIndex
 from .results import ClassificationResult, ClassifierInfo
 from .routing import RoutingPolicy
@@ -24,16 +24,24 @@ class Classifier:
     """Synchronous and CPU/GPU-bound: callers run it off the event loop (worker thread or replica)."""
 
     def __init__(
-        self, encoder: TextEncoder, config: CategoryConfig, scoring_method: ScoringMethod = "auto", lexical: LexicalMode = "auto"
+        self,
+        encoder: TextEncoder,
+        config: CategoryConfig,
+        scoring_method: ScoringMethod = "auto",
+        lexical: LexicalMode = "auto",
+        token_matching: TokenMatching = "off",
     ) -> None:
         self.encoder = encoder
         self.scoring_method: ScoringMethod = scoring_method
         self.lexical: LexicalMode = lexical
+        self.token_matching: TokenMatching = token_matching
         self.reload_error: str | None = None
         self._install(config)
 
     def _install(self, config: CategoryConfig) -> None:
-        index = CategoryIndex.build(config, encoder=self.encoder, method=self.scoring_method, lexical=self.lexical)
+        index = CategoryIndex.build(
+            config, encoder=self.encoder, method=self.scoring_method, lexical=self.lexical, token_matching=self.token_matching
+        )
         # The versions hash the whole file: worked out once here, not on every info read (each Classify RPC).
         versions = (config.category_set_version, config.policy_version)
         # One assignment swaps everything together, so a concurrent batch sees old or new, never a mix.
@@ -102,7 +110,11 @@ class Classifier:
         config, index, policy, _ = self._state
         if not texts:
             return []
-        probs = index.probabilities(self.encoder.encode_queries(texts), list(texts))
+        if index.uses_tokens:  # token vectors from the same forward as the pooled ones
+            vectors, tokens = self.encoder.encode_with_tokens(texts, query=True)
+            probs = index.probabilities(vectors, list(texts), tokens)
+        else:
+            probs = index.probabilities(self.encoder.encode_queries(texts), list(texts))
         entropies = entropy_nats(probs)
         results = []
         for text, row, ent in zip(texts, probs, entropies):

@@ -167,6 +167,10 @@ class TextEncoder:
         self.batch_size = batch_size
         use_instruction = query_instruction == "always" or (query_instruction == "auto" and self.pooling == "last")
         self.query_prefix = f"Instruct: {instruction}\nQuery:" if use_instruction and instruction else ""
+        # Token matching leaves out the instruction's tokens and the model's special ones (encode_with_tokens).
+        self._prefix_tokens = len(self.tokenizer(self.query_prefix, add_special_tokens=False)["input_ids"]) if self.query_prefix else 0
+        # The tokens a tokenizer adds ([CLS], [SEP], an end-of-text): an unknown word's [UNK] is the text's own.
+        self._special_ids = frozenset(int(i) for i in self.tokenizer.all_special_ids) - {self.tokenizer.unk_token_id}
         self.dimensions = int(getattr(self.model.config, "hidden_size", 0))
         # Causal attention: a decoder family, or an encoder configured as a decoder (its pooling stays its own).
         self._causal = is_decoder_family(self.model.config) or bool(getattr(self.model.config, "is_decoder", False))
@@ -237,6 +241,27 @@ class TextEncoder:
         """Category examples and descriptions: no instruction, as the model's authors specify."""
         return self.encode(texts)
 
+    def encode_with_tokens(self, texts: Sequence[str], *, query: bool) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Pooled features, and each text's own token vectors from the same forward (token matching's input).
+
+        Token vectors are the last layer's, unit length, one row per token of the text itself: the
+        model's special tokens and a query's instruction prefix are left out.
+        """
+        formatted = [self.format_query(t) for t in texts] if query else list(texts)
+        if not formatted:
+            return np.zeros((0, self.feature_dimensions), dtype=np.float32), []
+        features = self._tokenize(formatted)
+        skip = self._prefix_tokens if query else 0
+        request = _TokenRequest([self._content_positions(ids, skip) for ids in features["input_ids"]])
+        pooled = self._encode(features, request)
+        return pooled, request.tokens
+
+    def _content_positions(self, ids: list[int], skip: int) -> np.ndarray:
+        """Where a text's own tokens sit in its ids: past any leading special token and the ``skip`` after it
+        (the instruction), and not special themselves."""
+        lead = next((j for j, token in enumerate(ids) if token not in self._special_ids), len(ids))
+        return np.asarray([j for j in range(lead + skip, len(ids)) if ids[j] not in self._special_ids], dtype=np.int64)
+
     def _tokenize(self, texts: Sequence[str]) -> dict[str, list[list[int]]]:
         """Unpadded token ids (and masks) of each text: tokenised once, padded per model call."""
         with self._tokenizer_lock:
@@ -262,17 +287,20 @@ class TextEncoder:
         With CUDA graphs, always packed (rows as wide as the longest text where packing is off):
         the graphs take the packed layout, and a graph's forward costs the same for any batch that fits its bucket.
         """
+        return self._encode(features)
+
+    def _encode(self, features: dict[str, list[list[int]]], request: _TokenRequest | None = None) -> np.ndarray:
         self.last_batch_tokens = int(sum(len(ids) for ids in features["input_ids"]))  # read by tracing (forward span attribute)
         if self._graphs is not None:
             batch, packed_order = pack(features["input_ids"], self.pack_width, self._pad_id)
-            return self._run_packed(batch, packed_order, split_calls(batch, self.batch_size))
+            return self._run_packed(batch, packed_order, split_calls(batch, self.batch_size), request)
         order, groups, padded_cost = self._padded_plan(features)
         if self.pack_width and len(features["input_ids"]) > 1:  # one text has no padding to save
             batch, packed_order = pack(features["input_ids"], self.pack_width, self._pad_id)
             calls = split_calls(batch, self.batch_size)
             if packed_cost(batch, calls, self.forward_overhead_tokens) < padded_cost:
-                return self._run_packed(batch, packed_order, calls)
-        return self._run_padded(features, order, groups)
+                return self._run_packed(batch, packed_order, calls, request)
+        return self._run_padded(features, order, groups, request)
 
     def encode_padded(self, texts: Sequence[str], *, one_call: bool = False) -> np.ndarray:
         """Embed texts padded, never packed: in planned sub-batches, or in one call (the benchmarks' floor)."""
@@ -297,24 +325,35 @@ class TextEncoder:
         batch, order = pack(token_ids, width, self._pad_id)
         return self._run_packed(batch, order, split_calls(batch, self.batch_size))
 
-    def _run_packed(self, batch: PackedBatch, order: np.ndarray, calls: list[slice]) -> np.ndarray:
+    def _run_packed(self, batch: PackedBatch, order: np.ndarray, calls: list[slice], request: _TokenRequest | None = None) -> np.ndarray:
         pooled = np.empty((len(order), self.feature_dimensions), dtype=np.float32)
         done = 0
         for call in calls:
             part = batch.take_rows(call)
             count = len(part.text_row)
-            pooled[order[done : done + count]] = self._forward_packed(part)
+            texts = order[done : done + count]
+            pooled[texts], hidden = self._forward_packed_with_hidden(part)
+            if request is not None:
+                starts = part.text_row.astype(np.int64) * hidden.shape[1] + part.text_start
+                request.take(hidden, texts, starts)
             done += count
         self.last_forward_calls = len(calls)
         self.last_batch_packed = True
         return pooled
 
-    def _run_padded(self, features: dict[str, list[list[int]]], order: np.ndarray, groups: list[slice]) -> np.ndarray:
+    def _run_padded(
+        self, features: dict[str, list[list[int]]], order: np.ndarray, groups: list[slice], request: _TokenRequest | None = None
+    ) -> np.ndarray:
         """Length-sorted (`order`), one padded call per group."""
         out = np.empty((len(order), self.feature_dimensions), dtype=np.float32)
+        left = self.tokenizer.padding_side == "left"
         for group in groups:
             idx = order[group]
-            out[idx] = self._forward(self._pad({name: [rows[i] for i in idx] for name, rows in features.items()}))
+            out[idx], hidden = self._forward_with_hidden(self._pad({name: [rows[i] for i in idx] for name, rows in features.items()}))
+            if request is not None:
+                width = hidden.shape[1]
+                lengths = np.array([len(features["input_ids"][i]) for i in idx], dtype=np.int64)
+                request.take(hidden, idx, np.arange(len(idx), dtype=np.int64) * width + (width - lengths if left else 0))
         self.last_forward_calls = len(groups)
         self.last_batch_packed = False
         return out
@@ -339,16 +378,24 @@ class TextEncoder:
             tensors[name] = torch.from_numpy(array).to(self.device)
         return tensors
 
-    @torch.inference_mode()
     def _forward(self, batch: dict[str, torch.Tensor]) -> np.ndarray:
+        return self._forward_with_hidden(batch)[0]
+
+    @torch.inference_mode()
+    def _forward_with_hidden(self, batch: dict[str, torch.Tensor]) -> tuple[np.ndarray, torch.Tensor]:
         left_padded = self.tokenizer.padding_side == "left"
         return self._features(batch, lambda hidden: pool(hidden, batch["attention_mask"], self.pooling, left_padded=left_padded))
 
-    def _features(self, inputs: dict[str, torch.Tensor], pool_layer: Callable[[torch.Tensor], torch.Tensor]) -> np.ndarray:
-        """One model call; each feature layer pooled and unit length, side by side, scaled so the whole is unit length too."""
+    def _features(
+        self, inputs: dict[str, torch.Tensor], pool_layer: Callable[[torch.Tensor], torch.Tensor]
+    ) -> tuple[np.ndarray, torch.Tensor]:
+        """One model call; each feature layer pooled and unit length, side by side, scaled so the whole is unit length too.
+
+        The last layer comes back too, for the texts whose token vectors are asked for.
+        """
         output = self.model(**inputs, output_hidden_states=len(self.feature_layers) > 1, **self._no_cache)
         layers = [output.last_hidden_state] + [output.hidden_states[i] for i in self.feature_layers[1:]]
-        return self._pooled_features(layers, pool_layer)
+        return self._pooled_features(layers, pool_layer), output.last_hidden_state
 
     def _pooled_features(self, layers: list[torch.Tensor], pool_layer: Callable[[torch.Tensor], torch.Tensor]) -> np.ndarray:
         blocks = [torch.nn.functional.normalize(pool_layer(hidden).float(), p=2, dim=-1) for hidden in layers]
@@ -359,12 +406,15 @@ class TextEncoder:
     def _pad_id(self) -> int:
         return int(self.tokenizer.pad_token_id)
 
-    @torch.inference_mode()
     def _forward_packed(self, batch: PackedBatch) -> np.ndarray:
+        return self._forward_packed_with_hidden(batch)[0]
+
+    @torch.inference_mode()
+    def _forward_packed_with_hidden(self, batch: PackedBatch) -> tuple[np.ndarray, torch.Tensor]:
         if self._graphs is not None:
             hidden = self._graphs(batch.input_ids, batch.position_ids, batch.segment_ids)
             if hidden is not None:  # else past the graphs' caps: eagerly, below
-                return self._pooled_features([hidden], lambda hidden: pool_packed(hidden, batch, self.pooling))
+                return self._pooled_features([hidden], lambda hidden: pool_packed(hidden, batch, self.pooling)), hidden
         ids, positions, segments = (torch.from_numpy(a).to(self.device) for a in (batch.input_ids, batch.position_ids, batch.segment_ids))
         return self._features(self._packed_inputs(ids, positions, segments), lambda hidden: pool_packed(hidden, batch, self.pooling))
 
@@ -556,3 +606,21 @@ def pool(hidden: torch.Tensor, mask: torch.Tensor, pooling: Pooling, *, left_pad
         return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
     weights = mask.unsqueeze(-1).to(hidden.dtype)
     return (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1e-9)
+
+
+class _TokenRequest:
+    """Which token positions of each text to keep (its own tokens), and the unit vectors found there."""
+
+    def __init__(self, positions: list[np.ndarray]) -> None:
+        self.positions = positions
+        self.tokens: list[np.ndarray] = [np.zeros((0, 0), dtype=np.float32)] * len(positions)
+
+    def take(self, hidden: torch.Tensor, texts: np.ndarray, first_index: np.ndarray) -> None:
+        """One gather for a model call: ``texts`` (global numbers) start at ``first_index`` of the flattened last layer."""
+        wanted = [self.positions[int(t)] + int(start) for t, start in zip(texts, first_index)]
+        with torch.inference_mode():
+            flat = hidden.reshape(-1, hidden.shape[-1])
+            index = torch.from_numpy(np.concatenate(wanted) if wanted else np.zeros(0, dtype=np.int64)).to(hidden.device)
+            vectors = torch.nn.functional.normalize(flat[index].float(), p=2, dim=-1).cpu().numpy()
+        for text, part in zip(texts, np.split(vectors, np.cumsum([len(w) for w in wanted])[:-1])):
+            self.tokens[int(text)] = part

@@ -9,9 +9,10 @@ import numpy as np
 
 from .categories import CategoryConfig
 from .encoder import TextEncoder
-from .fusion import CategoryScorer, LexicalMode, fit_category_scorer
+from .fusion import CategoryScorer, LexicalMode, TokenMatching, fit_category_scorer
 from .scorers import ScoringMethod
 from .scoring import Calibration
+from .token_match import CategoryTokens
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,12 @@ class CategoryIndex:
 
     @classmethod
     def build(
-        cls, config: CategoryConfig, encoder: TextEncoder, method: ScoringMethod = "auto", lexical: LexicalMode = "auto"
+        cls,
+        config: CategoryConfig,
+        encoder: TextEncoder,
+        method: ScoringMethod = "auto",
+        lexical: LexicalMode = "auto",
+        token_matching: TokenMatching = "off",
     ) -> CategoryIndex:
         texts: list[str] = []
         labels: list[int] = []
@@ -32,10 +38,19 @@ class CategoryIndex:
             texts.extend(category.examples)
             labels.extend([idx] * len(category.examples))
         descriptions = [c.description or c.name for c in config.categories]
-        vectors = encoder.encode_documents(texts + descriptions)
-        example_vectors, description_vectors = vectors[: len(texts)], vectors[len(texts) :]
         label_array = np.asarray(labels, dtype=np.int64)
-        scorer = fit_category_scorer(method, example_vectors, texts, label_array, description_vectors, category_texts(config), lexical)
+        tokens = None
+        if token_matching == "off":
+            vectors = encoder.encode_documents(texts + descriptions)
+        else:
+            vectors, example_tokens = encoder.encode_with_tokens(texts + descriptions, query=False)
+            # A category's own tokens are its name's and description's: the words its BM25 document starts from.
+            _, own_tokens = encoder.encode_with_tokens(category_texts(config), query=False)
+            tokens = CategoryTokens(own_tokens, example_tokens[: len(texts)], label_array)
+        example_vectors, description_vectors = vectors[: len(texts)], vectors[len(texts) :]
+        scorer = fit_category_scorer(
+            method, example_vectors, texts, label_array, description_vectors, category_texts(config), lexical, tokens
+        )
         return cls(config, example_vectors, label_array, description_vectors, scorer)
 
     @property
@@ -47,9 +62,15 @@ class CategoryIndex:
     def size(self) -> int:
         return int(self.example_vectors.shape[0] + self.description_vectors.shape[0])
 
-    def probabilities(self, query_vectors: np.ndarray, texts: Sequence[str]) -> np.ndarray:
-        """(B, d) normalised query vectors and their texts -> (B, C) calibrated probabilities."""
-        return self.scorer.probabilities(query_vectors, texts)
+    @property
+    def uses_tokens(self) -> bool:
+        return self.scorer.uses_tokens
+
+    def probabilities(
+        self, query_vectors: np.ndarray, texts: Sequence[str], query_tokens: Sequence[np.ndarray] | None = None
+    ) -> np.ndarray:
+        """(B, d) normalised query vectors, their texts (and token vectors, where ``uses_tokens``) -> (B, C) calibrated probabilities."""
+        return self.scorer.probabilities(query_vectors, texts, query_tokens)
 
 
 def category_texts(config: CategoryConfig) -> list[str]:

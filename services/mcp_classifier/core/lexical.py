@@ -21,11 +21,15 @@ def words(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
-def zscores(scores: np.ndarray) -> np.ndarray:
-    """Per row: how far each candidate stands above the others for this query, in the row's own spread."""
+def zscores(scores: np.ndarray, spread_floor: float = _SPREAD_FLOOR) -> np.ndarray:
+    """Per row: how far each candidate stands above the others for this query, in the row's own spread.
+
+    A row whose spread is under ``spread_floor`` is divided by the floor instead: its differences are
+    rounding, not an order worth adding.
+    """
     scores = np.atleast_2d(np.asarray(scores, dtype=np.float64))
     spread = scores.std(axis=1, keepdims=True)
-    return (scores - scores.mean(axis=1, keepdims=True)) / np.maximum(spread, _SPREAD_FLOOR)
+    return (scores - scores.mean(axis=1, keepdims=True)) / np.maximum(spread, spread_floor)
 
 
 def bm25_index(documents: Sequence[list[str]]) -> BM25Okapi:

@@ -28,6 +28,7 @@ REPLICA_SETTINGS = (
     "scoring_method",
     "middle_layer_features",
     "lexical_scoring",
+    "token_matching",
 )
 
 

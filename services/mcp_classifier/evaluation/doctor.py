@@ -25,9 +25,25 @@ from ..core.categories import CategoryConfig
 from ..core.fusion import LexicalMode, fit_category_scorer
 from ..core.index import category_texts
 from ..core.scorers import ScoringMethod, centroids, stratified_folds
+from ..core.token_match import CategoryTokens
 from .metrics import calibrated_ece, expected_calibration_error
 
 MIN_FOLDS, MAX_FOLDS = 2, 5
+
+
+@dataclass(frozen=True)
+class TokenVectors:
+    """Token matching's inputs (TextEncoder.encode_with_tokens): each example's tokens, each category's name and
+    description's, and each labelled query's (empty without queries)."""
+
+    examples: list[np.ndarray]
+    categories: list[np.ndarray]
+    queries: list[np.ndarray] = field(default_factory=list)
+
+    def bags(self, keep: np.ndarray, labels: np.ndarray) -> CategoryTokens:
+        return CategoryTokens(self.categories, [self.examples[i] for i in keep], labels[keep])
+
+
 CONFUSABLE_SIMILARITY = 0.75  # centroid cosine above which two categories are flagged even without confusions
 PAIRS_LISTED = 8
 MISVOTES_LISTED = 25
@@ -86,8 +102,12 @@ def diagnose(
     query_labels: list[str] | None = None,
     query_texts: list[str] | None = None,
     lexical: LexicalMode = "auto",
+    tokens: TokenVectors | None = None,
 ) -> Diagnosis:
-    """Vectors are unit-length embeddings of every example (in file order) and of each description."""
+    """Vectors are unit-length embeddings of every example (in file order) and of each description.
+
+    tokens: the token vectors token matching scores (it is on), or None (off).
+    """
     names = config.names
     examples = [(text, i) for i, category in enumerate(config.categories) for text in category.examples]
     labels = np.array([i for _, i in examples], dtype=np.int64)
@@ -100,10 +120,12 @@ def diagnose(
     for test in stratified_folds(labels, folds):
         if len(test):
             train = np.setdiff1d(np.arange(len(labels)), test)
+            bags = tokens.bags(train, labels) if tokens is not None else None
             fitted = fit_category_scorer(
-                method, example_vectors[train], [texts[i] for i in train], labels[train], description_vectors, words_of, lexical
+                method, example_vectors[train], [texts[i] for i in train], labels[train], description_vectors, words_of, lexical, bags
             )
-            probabilities[test] = fitted.probabilities(example_vectors[test], [texts[i] for i in test])
+            test_tokens = [tokens.examples[i] for i in test] if tokens is not None else None
+            probabilities[test] = fitted.probabilities(example_vectors[test], [texts[i] for i in test], test_tokens)
     predicted, confidence = probabilities.argmax(axis=1), probabilities.max(axis=1)
     correct = predicted == labels
     ece, _ = expected_calibration_error(confidence, correct)
@@ -133,7 +155,8 @@ def diagnose(
             )
         )
     health.sort(key=lambda h: (h.recall, h.examples))
-    fitted = fit_category_scorer(method, example_vectors, texts, labels, description_vectors, words_of, lexical)
+    bags = tokens.bags(np.arange(len(labels)), labels) if tokens is not None else None
+    fitted = fit_category_scorer(method, example_vectors, texts, labels, description_vectors, words_of, lexical, bags)
     diagnosis = Diagnosis(
         method,
         folds,
@@ -148,7 +171,7 @@ def diagnose(
         fitted.method,
     )
     if query_vectors is not None and query_labels is not None and query_texts is not None:
-        query_probabilities = fitted.probabilities(query_vectors, query_texts)
+        query_probabilities = fitted.probabilities(query_vectors, query_texts, tokens.queries if tokens is not None else None)
         truth = np.array([names.index(label) for label in query_labels])
         query_correct = query_probabilities.argmax(axis=1) == truth
         query_confidence = query_probabilities.max(axis=1)
