@@ -59,7 +59,7 @@ def classify_and_store(client: httpx.Client, text: str, with_probabilities: bool
 
 def versions_of(client: httpx.Client) -> Versions:
     health = client.get("/health").json()
-    return Versions(health["model"], health["category_set_version"], health["policy_version"])
+    return Versions(health["model"], health["category_set_version"], health["policy_version"], health["scoring"])
 
 
 @pytest.fixture

@@ -31,6 +31,7 @@ def test_every_version_is_part_of_the_key() -> None:
     assert len(keys) == 4
     # length-prefixed fields: moving a boundary between fields changes the key
     assert cache_key(Versions("ab", "c", "d"), "e") != cache_key(Versions("a", "bc", "d"), "e")
+    assert cache_key(Versions("a", "b", "c", "neighbours"), "e") != cache_key(Versions("a", "b", "c", "neighbours+tokens"), "e")
     assert "hello" not in cache_key(base, "hello")
 
 

@@ -16,6 +16,9 @@ class Versions(NamedTuple):
     model_id: str
     category_set_version: str
     policy_version: str
+    # The scorer the index runs (e.g. "neighbours+tokens"): a settings change that swaps it (scoring method,
+    # word or token matching) changes answers for the same file, so it must not read the old ones.
+    scoring: str = ""
 
 
 def normalise_text(text: str) -> str:
@@ -55,7 +58,7 @@ class KeyBuilder:
         self._base = base
 
     def key(self, text: str) -> str:
-        """prefix + hash(model id, category-set version, policy version, normalised text).
+        """prefix + hash(model id, category-set version, policy version, scoring, normalised text).
 
         Fields are length-prefixed before hashing, so no choice of model id or text can make two
         different tuples hash the same input. The text never appears in Redis in clear.
