@@ -241,11 +241,12 @@ class TextEncoder:
         """Category examples and descriptions: no instruction, as the model's authors specify."""
         return self.encode(texts)
 
-    def encode_with_tokens(self, texts: Sequence[str], *, query: bool) -> tuple[np.ndarray, list[np.ndarray]]:
+    def encode_with_tokens(self, texts: Sequence[str], *, query: bool) -> tuple[np.ndarray, list[torch.Tensor]]:
         """Pooled features, and each text's own token vectors from the same forward (token matching's input).
 
-        Token vectors are the last layer's, unit length, one row per token of the text itself: the
-        model's special tokens and a query's instruction prefix are left out.
+        Token vectors are the last layer's, unit length (float32, on the model's device, where token
+        matching scores them), one row per token of the text itself: the model's special tokens and a
+        query's instruction prefix are left out.
         """
         formatted = [self.format_query(t) for t in texts] if query else list(texts)
         if not formatted:
@@ -613,7 +614,7 @@ class _TokenRequest:
 
     def __init__(self, positions: list[np.ndarray]) -> None:
         self.positions = positions
-        self.tokens: list[np.ndarray] = [np.zeros((0, 0), dtype=np.float32)] * len(positions)
+        self.tokens: list[torch.Tensor] = [torch.zeros((0, 0))] * len(positions)
 
     def take(self, hidden: torch.Tensor, texts: np.ndarray, first_index: np.ndarray) -> None:
         """One gather for a model call: ``texts`` (global numbers) start at ``first_index`` of the flattened last layer."""
@@ -621,6 +622,6 @@ class _TokenRequest:
         with torch.inference_mode():
             flat = hidden.reshape(-1, hidden.shape[-1])
             index = torch.from_numpy(np.concatenate(wanted) if wanted else np.zeros(0, dtype=np.int64)).to(hidden.device)
-            vectors = torch.nn.functional.normalize(flat[index].float(), p=2, dim=-1).cpu().numpy()
-        for text, part in zip(texts, np.split(vectors, np.cumsum([len(w) for w in wanted])[:-1])):
+            vectors = torch.nn.functional.normalize(flat[index].float(), p=2, dim=-1)  # stays on the model's device
+        for text, part in zip(texts, torch.split(vectors, [len(w) for w in wanted])):
             self.tokens[int(text)] = part

@@ -23,7 +23,7 @@ import numpy as np
 from .lexical import CategoryLexicon
 from .scorers import CV_FOLDS, FittedScorer, ScoringMethod, fit_scorer, stratified_folds
 from .scoring import fit_temperature, softmax
-from .token_match import CategoryTokens
+from .token_match import CategoryTokens, TokenSet
 
 LexicalMode = Literal["auto", "off"]
 TokenMatching = Literal["auto", "off"]
@@ -67,9 +67,7 @@ class CategoryScorer:
     def held_out_accuracy(self) -> float:
         return float((self.out_of_fold.argmax(axis=1) == self.labels).mean())
 
-    def probabilities(
-        self, query_vectors: np.ndarray, texts: Sequence[str], query_tokens: Sequence[np.ndarray] | None = None
-    ) -> np.ndarray:
+    def probabilities(self, query_vectors: np.ndarray, texts: Sequence[str], query_tokens: Sequence[TokenSet] | None = None) -> np.ndarray:
         """(B, d) unit query vectors, the B texts they came from and, where ``uses_tokens``, their token vectors
         -> (B, C) calibrated probabilities."""
         words = bool(self.weight) and self.lexicon is not None

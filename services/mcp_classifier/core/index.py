@@ -12,7 +12,7 @@ from .encoder import TextEncoder
 from .fusion import CategoryScorer, LexicalMode, TokenMatching, fit_category_scorer
 from .scorers import ScoringMethod
 from .scoring import Calibration
-from .token_match import CategoryTokens
+from .token_match import CategoryTokens, TokenSet
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class CategoryIndex:
             vectors, example_tokens = encoder.encode_with_tokens(texts + descriptions, query=False)
             # A category's own tokens are its name's and description's: the words its BM25 document starts from.
             _, own_tokens = encoder.encode_with_tokens(category_texts(config), query=False)
-            tokens = CategoryTokens(own_tokens, example_tokens[: len(texts)], label_array)
+            tokens = CategoryTokens(own_tokens, example_tokens[: len(texts)], label_array, device=encoder.device)
         example_vectors, description_vectors = vectors[: len(texts)], vectors[len(texts) :]
         scorer = fit_category_scorer(
             method, example_vectors, texts, label_array, description_vectors, category_texts(config), lexical, tokens
@@ -66,9 +66,7 @@ class CategoryIndex:
     def uses_tokens(self) -> bool:
         return self.scorer.uses_tokens
 
-    def probabilities(
-        self, query_vectors: np.ndarray, texts: Sequence[str], query_tokens: Sequence[np.ndarray] | None = None
-    ) -> np.ndarray:
+    def probabilities(self, query_vectors: np.ndarray, texts: Sequence[str], query_tokens: Sequence[TokenSet] | None = None) -> np.ndarray:
         """(B, d) normalised query vectors, their texts (and token vectors, where ``uses_tokens``) -> (B, C) calibrated probabilities."""
         return self.scorer.probabilities(query_vectors, texts, query_tokens)
 

@@ -15,6 +15,7 @@ With labelled queries it also classifies them with the scorer fitted on every ex
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from ..core.categories import CategoryConfig
 from ..core.fusion import LexicalMode, fit_category_scorer
 from ..core.index import category_texts
 from ..core.scorers import ScoringMethod, centroids, stratified_folds
-from ..core.token_match import CategoryTokens
+from ..core.token_match import CategoryTokens, TokenSet
 from .metrics import calibrated_ece, expected_calibration_error
 
 MIN_FOLDS, MAX_FOLDS = 2, 5
@@ -36,9 +37,9 @@ class TokenVectors:
     """Token matching's inputs (TextEncoder.encode_with_tokens): each example's tokens, each category's name and
     description's, and each labelled query's (empty without queries)."""
 
-    examples: list[np.ndarray]
-    categories: list[np.ndarray]
-    queries: list[np.ndarray] = field(default_factory=list)
+    examples: Sequence[TokenSet]
+    categories: Sequence[TokenSet]
+    queries: Sequence[TokenSet] = field(default_factory=list)
 
     def bags(self, keep: np.ndarray, labels: np.ndarray) -> CategoryTokens:
         return CategoryTokens(self.categories, [self.examples[i] for i in keep], labels[keep])
