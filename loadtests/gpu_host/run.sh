@@ -80,6 +80,8 @@ if [[ ",$STAGES," == *,paths,* ]]; then
   path_args=()
   [[ ",$PATH_SET," == *,ray-gpu,* ]] && path_args+=(--path ray-gpu="$RAY_PATH")
   [[ ",$PATH_SET," == *,local-gpu,* ]] && path_args+=(--path local-gpu="--backend local")
+  # token matching (on by default) scores on the GPU beside the forward: PATH_SET=ray-gpu,ray-gpu-tokens-off times it
+  [[ ",$PATH_SET," == *,ray-gpu-tokens-off,* ]] && path_args+=(--path ray-gpu-tokens-off="$RAY_PATH --token-matching off")
   timeout -k 20 "$PATHS_S" "$PY" -m loadtests.bench_paths --model "$MODEL" --clients "$CLIENTS" --batch-size "$PATH_BATCH" \
     --duration "$DURATION" --warmup "$WARMUP" --raw-seconds "$RAW_SECONDS" --json "$OUT/paths-gpu.json" "${path_args[@]}" || status=1
   cp /tmp/bench-server-*.log "$OUT/" 2>/dev/null || true
