@@ -125,7 +125,9 @@ def test_bad_file_keeps_the_old_categories_and_shows_in_health(reloadable_server
         time.sleep(0.2)
     health = httpx.get(f"{url}/health").json()
     assert len(health["categories"]) == 6 and health["categories_reload_error"] is None
-    assert re.fullmatch(r"(neighbours|prototype|linear)(\+bm25)?", health["scoring"]), health["scoring"]  # refitted on the new file
+    assert re.fullmatch(r"(neighbours|prototype|linear)(\+tokens)?(\+bm25)?", health["scoring"]), health[
+        "scoring"
+    ]  # refitted on the new file
 
 
 def test_sighup_reloads_and_the_server_keeps_serving(reloadable_server: ServerProcess) -> None:

@@ -122,3 +122,18 @@ def test_graphs_are_off_on_cpu_unless_asked_and_asking_there_only_warns(caplog: 
     assert TextEncoder("builtin:minilm", device="cpu", cuda_graphs="auto").cuda_graphs is None
     assert TextEncoder("builtin:minilm", device="cpu", cuda_graphs="on").cuda_graphs is None
     assert "cuda_graphs is on but the model runs on cpu" in caplog.text
+
+
+def test_graphed_batches_give_each_text_its_own_token_vectors_with_mocked_cuda_graph(graphed_minilm: TextEncoder) -> None:
+    """Token matching reads the graph's static output: each text's tokens, at its place in its bucket's packed row."""
+    graphs = graphed_minilm.cuda_graphs
+    assert graphs is not None
+    replays = _replays(graphs)
+    texts = MIXED_TEXTS * 3
+    _, graphed = graphed_minilm.encode_with_tokens(texts, query=True)
+    assert _replays(graphs) > replays  # the tokens came out of graphs
+    eager = TextEncoder("builtin:minilm", device="cpu", forward_overhead_tokens=60.0, pack_width=0, batch_size=8)
+    _, padded = eager.encode_with_tokens(texts, query=True)
+    for got, expected in zip(graphed, padded):
+        assert got.shape == expected.shape
+        np.testing.assert_allclose(got.numpy(), expected.numpy(), atol=1e-4)
