@@ -25,7 +25,6 @@ import json
 import sys
 import time
 from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 from typing import get_args
 
@@ -36,7 +35,7 @@ from mcp_classifier.core.encoder import MiddleLayer
 from mcp_classifier.core.fusion import LexicalMode, fit_category_scorer
 from mcp_classifier.core.index import category_texts
 from mcp_classifier.core.scorers import SCORING_METHODS, ScoringMethod, stratified_folds
-from mcp_classifier.core.token_match import CategoryTokens
+from mcp_classifier.evaluation.doctor import TokenVectors
 from mcp_classifier.evaluation.metrics import calibrated_ece, expected_calibration_error
 from mcp_classifier.settings import Settings
 from mcp_classifier.wiring import build_classifier
@@ -60,7 +59,7 @@ def k_fold_predictions(
     descriptions: np.ndarray,
     words_of: list[str],
     folds: int,
-    tokens: SetTokens | None = None,
+    tokens: TokenVectors | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Every example predicted by the method fitted on the other folds (stratified, fixed shuffle)."""
     probabilities = np.zeros((len(labels), len(words_of)))
@@ -74,18 +73,6 @@ def k_fold_predictions(
             vectors[test], [texts[i] for i in test], [tokens.examples[i] for i in test] if tokens else None
         )
     return probabilities.argmax(axis=1), probabilities.max(axis=1)
-
-
-@dataclass(frozen=True)
-class SetTokens:
-    """A set's token vectors (token matching on): each example's, each category's name and description's, each query's."""
-
-    examples: list[np.ndarray]
-    categories: list[np.ndarray]
-    queries: list[np.ndarray]
-
-    def bags(self, keep: np.ndarray, labels: np.ndarray) -> CategoryTokens:
-        return CategoryTokens(self.categories, [self.examples[i] for i in keep], labels[keep])
 
 
 def pooled_rows(rows: list[dict], outcomes: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]) -> list[dict]:
@@ -142,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         labels = np.array([i for _, i in examples])
         descriptions = encoder.encode_documents([c.description or c.name for c in config.categories])
         query_vectors = encoder.encode_queries([q["text"] for q in queries])
-        set_tokens = SetTokens(
+        set_tokens = TokenVectors(
             encoder.encode_with_tokens(texts, query=False)[1],
             encoder.encode_with_tokens(words_of, query=False)[1],
             encoder.encode_with_tokens([q["text"] for q in queries], query=True)[1],

@@ -46,7 +46,7 @@ def _per_example_nll(probabilities: np.ndarray, labels: np.ndarray) -> np.ndarra
 @dataclass(frozen=True)
 class CategoryScorer:
     embedding: FittedScorer
-    lexicon: CategoryLexicon | None
+    lexicon: CategoryLexicon | None  # None where its weight is 0, as tokens below: that side is not scored
     weight: float  # BM25's; 0 and token_weight 0: the embedding scorer alone (its own temperature)
     temperature: float
     out_of_fold: np.ndarray  # (N, C) fused scores of examples the scorer had not seen
@@ -61,7 +61,7 @@ class CategoryScorer:
     @property
     def uses_tokens(self) -> bool:
         """Whether queries must bring their token vectors (TextEncoder.encode_with_tokens)."""
-        return bool(self.token_weight) and self.tokens is not None
+        return self.tokens is not None
 
     @property
     def held_out_accuracy(self) -> float:
@@ -70,13 +70,12 @@ class CategoryScorer:
     def probabilities(self, query_vectors: np.ndarray, texts: Sequence[str], query_tokens: Sequence[TokenSet] | None = None) -> np.ndarray:
         """(B, d) unit query vectors, the B texts they came from and, where ``uses_tokens``, their token vectors
         -> (B, C) calibrated probabilities."""
-        words = bool(self.weight) and self.lexicon is not None
-        if not words and not self.uses_tokens:
+        if self.lexicon is None and self.tokens is None:
             return self.embedding.probabilities(query_vectors)
         fused = _log_softmax(self.embedding.scorer.scores(query_vectors), self.embedding.temperature)
-        if words and self.lexicon is not None:
+        if self.lexicon is not None:
             fused = fused + self.weight * self.lexicon.scores(texts)
-        if self.uses_tokens and self.tokens is not None:
+        if self.tokens is not None:
             if query_tokens is None:
                 raise ValueError("this categories file scores token matches: pass the queries' token vectors")
             fused = fused + self.token_weight * self.tokens.scores(query_tokens)
