@@ -162,6 +162,13 @@ class Settings(BaseSettings):
         64, ge=1, description="Requests one replica accepts at once (must be >= batch_size for @serve.batch to fill)."
     )
     max_concurrent_batches: int = Field(2, ge=1, description="Batches the gateway keeps in flight to the embedder at once.")
+    lone_call_threads: int | None = Field(
+        None,
+        ge=0,
+        description="Torch threads a replica may use for a call the gateway makes while no other is in flight (a lone "
+        "request borrows the cores of replicas idle beside it; the next calls wait for it on that replica). Unset: the "
+        "embedded node's ray_num_cpus for CPU replicas (they share one machine), else 0 (off: replicas in their own pods).",
+    )
     grpc_max_attempts: int = Field(
         4, ge=1, le=5, description="gRPC attempts per call (retries on UNAVAILABLE and RESOURCE_EXHAUSTED, with backoff)."
     )

@@ -85,7 +85,15 @@ def build_grpc_backend(settings: Settings, target: str, *, embedded: bool = Fals
         max_concurrent_batches=settings.max_concurrent_batches,
         replicas=replicas,
         replica_refresh_s=settings.replica_refresh_s,
+        lone_call_threads=lone_call_threads(settings, embedded=embedded),
     )
+
+
+def lone_call_threads(settings: Settings, *, embedded: bool) -> int:
+    """The setting, or where unset: every CPU of the embedded node when its replicas run on CPUs and share them."""
+    if settings.lone_call_threads is not None:
+        return settings.lone_call_threads
+    return settings.ray_num_cpus if embedded and not settings.replica_num_gpus else 0
 
 
 def build_backend(settings: Settings, *, force_local: bool = False) -> ClassificationBackend:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import os
 import re
 import secrets
 import shutil
@@ -250,6 +251,8 @@ def test_one_request_is_traced_across_gateway_grpc_replica_batch_and_forward(ray
     assert forward.attributes["mcp_classifier.batch_size"] >= 1 and forward.attributes["mcp_classifier.tokens"] > 0
     assert 1 <= forward.attributes["mcp_classifier.model_calls"] <= forward.attributes["mcp_classifier.batch_size"]
     assert isinstance(forward.attributes["mcp_classifier.packed"], bool)  # packed rows or padded plan: the trace says which
+    # Nothing else in flight: the replica (one CPU, one torch thread) ran this lone request on the node's idle cores too.
+    assert forward.attributes["mcp_classifier.torch_threads"] == min(Settings().ray_num_cpus, os.cpu_count() or 1)
 
 
 def test_backend_down_answers_within_the_deadline_and_recovers_without_restart(

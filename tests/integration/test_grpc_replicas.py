@@ -42,12 +42,14 @@ class NamedReplica(pb_grpc.ClassifierServicer):
         self.name = name
         self.release = asyncio.Event()
         self.holding = 0
+        self.lone_call_threads: list[int] = []  # what each call offered
         self.server = grpc.aio.server()
         pb_grpc.add_ClassifierServicer_to_server(self, self.server)
         self.port = self.server.add_insecure_port("127.0.0.1:0")
         self.address = f"127.0.0.1:{self.port}"
 
     async def Classify(self, request: pb.ClassifyRequest, context: Any) -> pb.ClassifyResponse:
+        self.lone_call_threads.append(request.lone_call_threads)
         if any(text.startswith(HELD) for text in request.texts):
             self.holding += 1
             await self.release.wait()
@@ -58,7 +60,7 @@ class NamedReplica(pb_grpc.ClassifierServicer):
         return info_to_proto(await FakeBackend().info())
 
 
-def client(listing: list[str] | Exception, fallback: str = "127.0.0.1:1") -> GrpcBackend:
+def client(listing: list[str] | Exception, fallback: str = "127.0.0.1:1", lone_call_threads: int = 0) -> GrpcBackend:
     async def replicas() -> list[str]:
         if isinstance(listing, Exception):
             raise listing
@@ -75,6 +77,7 @@ def client(listing: list[str] | Exception, fallback: str = "127.0.0.1:1") -> Grp
         max_concurrent_batches=2,
         replicas=replicas,
         replica_refresh_s=REFRESH_S,
+        lone_call_threads=lone_call_threads,
     )
 
 
@@ -134,6 +137,35 @@ def test_calls_go_to_the_idle_replica_while_the_other_is_busy_with_a_long_batch(
             assert served == [idle.name] * 12
             busy.release.set()
             assert (await long_batch)[0].category == busy.name
+        finally:
+            await backend.close()
+            for replica in (a, b):
+                await replica.server.stop(None)
+
+    asyncio.run(scenario())
+
+
+def test_a_lone_call_offers_its_replica_the_idle_cores_and_the_calls_made_meanwhile_wait_on_that_replica() -> None:
+    async def scenario() -> None:
+        a, b = NamedReplica("a"), NamedReplica("b")
+        for replica in (a, b):
+            await replica.server.start()
+        backend = client([a.address, b.address], lone_call_threads=2)
+        await backend.start()
+        try:
+            served = await served_by(backend, 3)  # one at a time: each call lone
+            warm = a if served[0] == "a" else b
+            assert warm.lone_call_threads == [2, 2, 2]
+            lone = asyncio.create_task(backend.classify([HELD + "a lone call"]))
+            while warm.holding == 0:
+                await asyncio.sleep(0.01)
+            meanwhile = asyncio.create_task(backend.classify(["made while the lone call runs"]))
+            while len(warm.lone_call_threads) < 5:
+                await asyncio.sleep(0.01)
+            assert warm.lone_call_threads[3:] == [2, 0]  # the follower on the same replica, on its own threads
+            warm.release.set()
+            assert (await meanwhile)[0].category == warm.name and (await lone)[0].category == warm.name
+            assert (a.lone_call_threads + b.lone_call_threads).count(0) == 1
         finally:
             await backend.close()
             for replica in (a, b):

@@ -107,8 +107,10 @@ class GrpcBackend:
         max_concurrent_batches: int,
         replicas: ReplicaSource | None = None,
         replica_refresh_s: float = 2.0,
+        lone_call_threads: int = 0,
     ) -> None:
         self.target = target
+        self._lone_call_threads = lone_call_threads  # offered to a replica on a Classify call made while nothing else is in flight
         self._replicas = replicas
         self._replica_refresh_s = replica_refresh_s
         self._follower: asyncio.Task[None] | None = None
@@ -215,14 +217,15 @@ class GrpcBackend:
         )
 
         async def attempt() -> Any:
-            replica = self._pick(tried)
-            tried.append(replica.address)
-            replica.in_flight += 1
-            try:
+            if not self._pool.addresses:
+                raise BackendUnavailable("the gRPC backend is not started")
+            borrows = isinstance(request, pb.ClassifyRequest) and self._lone_call_threads > 0
+            with self._pool.call(tried, may_borrow=borrows) as (replica, lone):
+                tried.append(replica.address)
+                if borrows:
+                    request.lone_call_threads = self._lone_call_threads if lone else 0
                 rpc = getattr(replica.stub, method)
                 return await rpc(request, timeout=max(deadline - time.monotonic(), MIN_ATTEMPT_TIMEOUT_S), metadata=self._metadata)
-            finally:
-                replica.in_flight -= 1
 
         try:
             return await retrying(attempt)

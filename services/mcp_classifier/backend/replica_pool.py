@@ -11,13 +11,20 @@ picked last, if it is one of them (else turns): at light load the calls keep goi
 whose model runs warm. Handed out in turn, each replica ran its forward after twice the idle gap,
 and a lone request on the Ray path took 14.3-15.6 ms against 11.5-13.2 (docs/loadtest/paths.md).
 Under load nothing changes: a replica that frees up is the least busy and takes the next call.
+
+A call made while no call is in flight anywhere is *lone*: the gateway tells its replica so, and a replica
+sharing its node's cores with the others may run that forward on all of them (the others are idle; a
+one-thread forward of one text took 1.5x as long as a two-thread one on 2 cores). While a lone call is in
+flight, the next calls queue behind it on the same replica instead of starting a forward beside it: two
+forwards on more threads than cores wait on each other at every OpenMP barrier (docs/loadtest/paths.md).
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import grpc
@@ -50,6 +57,7 @@ class ReplicaPool:
         self._replicas: dict[str, Replica] = {}
         self._turn = itertools.count()
         self._last_picked: Replica | None = None
+        self._lone: Replica | None = None  # the replica running a lone call, while it does
         self._retiring: set[asyncio.Task[None]] = set()
 
     @property
@@ -78,11 +86,30 @@ class ReplicaPool:
         replicas = list(self._replicas.values())
         healthy = [r for r in replicas if r.address not in avoided and not r.failed]
         candidates = healthy or [r for r in replicas if r.address not in avoided] or replicas
+        if self._lone in candidates:
+            return self._lone  # queue behind the lone call rather than run beside it on the cores it borrowed
         fewest = min(r.in_flight for r in candidates)
         tied = [r for r in candidates if r.in_flight == fewest]
         if self._last_picked not in tied:
             self._last_picked = tied[next(self._turn) % len(tied)]
         return self._last_picked
+
+    @contextmanager
+    def call(self, avoid: Iterable[str] = (), *, may_borrow: bool = False) -> Iterator[tuple[Replica, bool]]:
+        """A call on the replica ``pick`` chooses, counted in flight while it runs. With ``may_borrow`` (its replica
+        would run a lone call on borrowed cores), True comes with it when the call is lone: nothing else in flight
+        on any replica when it starts; the calls picked meanwhile then follow it."""
+        replica = self.pick(avoid)
+        lone = may_borrow and not any(r.in_flight for r in self._replicas.values())
+        replica.in_flight += 1
+        if lone:
+            self._lone = replica
+        try:
+            yield replica, lone
+        finally:
+            replica.in_flight -= 1
+            if self._lone is replica and lone:
+                self._lone = None
 
     async def close(self) -> None:
         """At shutdown: the current channels close now, retiring ones as their grace ends."""

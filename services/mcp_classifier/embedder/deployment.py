@@ -7,12 +7,14 @@ import hashlib
 import json
 import logging
 import math
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from opentelemetry import trace
 from opentelemetry.propagate import extract
 from ray import serve
@@ -41,6 +43,7 @@ class _BatchItem:
     span_context: trace.SpanContext
     slots: int
     enqueued_at: float
+    lone_call_threads: int = 0  # ClassifyRequest.lone_call_threads: nothing else was in flight at the gateway
 
 
 # @serve.batch needs its knobs when the class is defined; reconfigure() applies the real ones
@@ -117,7 +120,9 @@ class Embedder:
             texts = list(request.texts)
             span.set_attribute("mcp_classifier.texts", len(texts))
             slots = sum(max(1, math.ceil(len(t) / self._slot_chars)) for t in texts)
-            item = _BatchItem(texts, span.get_span_context(), min(slots, self._max_batch_size), time.perf_counter())
+            item = _BatchItem(
+                texts, span.get_span_context(), min(slots, self._max_batch_size), time.perf_counter(), request.lone_call_threads
+            )
             results = await self._classify_batch(item) if texts else []
             category_set_version, policy_version = self._classifier.versions
             return pb.ClassifyResponse(
@@ -152,7 +157,8 @@ class Embedder:
         with self._tracer.start_as_current_span("embedder batch", context=parent, links=links) as span:
             span.set_attribute("mcp_classifier.batch.requests", len(items))
             span.set_attribute("mcp_classifier.batch.texts", len(texts))
-            results = await asyncio.get_running_loop().run_in_executor(self._executor, self._forward, texts, span)
+            threads = items[0].lone_call_threads if len(items) == 1 else 0  # a batch of several calls is not lone
+            results = await asyncio.get_running_loop().run_in_executor(self._executor, self._forward, texts, span, threads)
         self._record(len(texts), time.perf_counter() - started)
         out, offset = [], 0
         for item in items:
@@ -160,10 +166,20 @@ class Embedder:
             offset += len(item.texts)
         return out
 
-    def _forward(self, texts: list[str], batch_span: trace.Span) -> list[ClassificationResult]:
+    def _forward(self, texts: list[str], batch_span: trace.Span, lone_call_threads: int = 0) -> list[ClassificationResult]:
         with self._tracer.start_as_current_span("embedder forward", context=trace.set_span_in_context(batch_span)) as span:
             span.set_attribute("mcp_classifier.batch_size", len(texts))
-            results = self._classifier.classify(texts)
+            own_threads = torch.get_num_threads()
+            # A lone call may borrow idle replicas' cores; never more threads than the machine has.
+            threads = min(lone_call_threads, os.cpu_count() or 1)
+            span.set_attribute("mcp_classifier.torch_threads", max(threads, own_threads))
+            if threads > own_threads:
+                torch.set_num_threads(threads)  # on the forward thread, the only one that runs torch: one OpenMP team
+            try:
+                results = self._classifier.classify(texts)
+            finally:
+                if threads > own_threads:
+                    torch.set_num_threads(own_threads)
             span.set_attribute("mcp_classifier.tokens", self._classifier.encoder.last_batch_tokens)
             span.set_attribute("mcp_classifier.model_calls", self._classifier.encoder.last_forward_calls)
             span.set_attribute("mcp_classifier.packed", self._classifier.encoder.last_batch_packed)

@@ -32,12 +32,14 @@ class EmbedResponse(_message.Message):
     def __init__(self, vectors: _Optional[bytes] = ..., dimensions: _Optional[int] = ..., model_id: _Optional[str] = ...) -> None: ...
 
 class ClassifyRequest(_message.Message):
-    __slots__ = ("texts", "with_probabilities")
+    __slots__ = ("texts", "with_probabilities", "lone_call_threads")
     TEXTS_FIELD_NUMBER: _ClassVar[int]
     WITH_PROBABILITIES_FIELD_NUMBER: _ClassVar[int]
+    LONE_CALL_THREADS_FIELD_NUMBER: _ClassVar[int]
     texts: _containers.RepeatedScalarFieldContainer[str]
     with_probabilities: bool
-    def __init__(self, texts: _Optional[_Iterable[str]] = ..., with_probabilities: _Optional[bool] = ...) -> None: ...
+    lone_call_threads: int
+    def __init__(self, texts: _Optional[_Iterable[str]] = ..., with_probabilities: _Optional[bool] = ..., lone_call_threads: _Optional[int] = ...) -> None: ...
 
 class Classification(_message.Message):
     __slots__ = ("class_index", "category", "confidence", "model", "use_reasoning", "probabilities", "entropy")
