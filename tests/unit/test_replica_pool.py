@@ -8,7 +8,8 @@ tests/integration/test_grpc_replicas.py.
 from __future__ import annotations
 
 import asyncio
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 
 import grpc
 import pytest
@@ -122,15 +123,23 @@ def test_an_empty_pool_says_so() -> None:
         pool.pick()
 
 
+@contextmanager
+def call(pool: ReplicaPool, *, may_borrow: bool = False) -> Iterator[tuple[Replica, bool]]:
+    """A call as the gateway makes one: the pool picks a replica, then counts the call on it while it runs."""
+    replica = pool.pick()
+    with pool.calling(replica, may_borrow=may_borrow) as lone:
+        yield replica, lone
+
+
 def test_a_call_is_lone_only_when_nothing_is_in_flight_anywhere_and_its_replica_may_borrow() -> None:
     """A lone call's replica may run its forward on the idle replicas' cores: never while another forward runs."""
     pool, _ = pool_of("a:1", "b:1")
-    with pool.call(may_borrow=True) as (first, lone):
+    with call(pool, may_borrow=True) as (first, lone):
         assert lone and first.in_flight == 1
-        with pool.call(may_borrow=True) as (_, second_lone):
+        with call(pool, may_borrow=True) as (_, second_lone):
             assert not second_lone
     assert first.in_flight == 0
-    with pool.call(may_borrow=False) as (_, lone):
+    with call(pool, may_borrow=False) as (_, lone):
         assert not lone  # a replica that does not borrow (an Embed call, or the setting off) is never told so
 
 
@@ -138,18 +147,18 @@ def test_calls_made_while_a_lone_call_runs_queue_behind_it_and_spread_again_once
     """Beside a forward on every core, another forward would fight it at each OpenMP barrier."""
     pool, _ = pool_of("a:1", "b:1", "c:1")
     with ExitStack() as followers:
-        with pool.call(may_borrow=True) as (lone_replica, lone):
+        with call(pool, may_borrow=True) as (lone_replica, lone):
             assert lone
-            picked = [followers.enter_context(pool.call(may_borrow=True)) for _ in range(3)]
+            picked = [followers.enter_context(call(pool, may_borrow=True)) for _ in range(3)]
             assert all(replica is lone_replica and not is_lone for replica, is_lone in picked)
             assert lone_replica.in_flight == 4
-        with pool.call(may_borrow=True) as (other, lone):  # the lone call over, its followers still running
+        with call(pool, may_borrow=True) as (other, lone):  # the lone call over, its followers still running
             assert other is not lone_replica and not lone
 
 
 def test_no_call_waits_behind_a_lone_call_whose_replica_failed_or_that_it_already_tried() -> None:
     pool, channels = pool_of("a:1", "b:1")
-    with pool.call(may_borrow=True) as (lone_replica, _):
+    with call(pool, may_borrow=True) as (lone_replica, _):
         assert pool.pick(avoid=[lone_replica.address]) is not lone_replica
         channels[lone_replica.address].state = grpc.ChannelConnectivity.TRANSIENT_FAILURE
         assert pool.pick() is not lone_replica
@@ -157,5 +166,5 @@ def test_no_call_waits_behind_a_lone_call_whose_replica_failed_or_that_it_alread
 
 def test_without_borrowing_calls_spread_as_before() -> None:
     pool, _ = pool_of("a:1", "b:1")
-    with pool.call() as (first, _), pool.call() as (second, _):
+    with call(pool) as (first, _), call(pool) as (second, _):
         assert first is not second

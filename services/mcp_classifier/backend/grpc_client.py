@@ -217,11 +217,10 @@ class GrpcBackend:
         )
 
         async def attempt() -> Any:
-            if not self._pool.addresses:
-                raise BackendUnavailable("the gRPC backend is not started")
+            replica = self._pick(tried)
+            tried.append(replica.address)
             borrows = isinstance(request, pb.ClassifyRequest) and self._lone_call_threads > 0
-            with self._pool.call(tried, may_borrow=borrows) as (replica, lone):
-                tried.append(replica.address)
+            with self._pool.calling(replica, may_borrow=borrows) as lone:
                 if borrows:
                     request.lone_call_threads = self._lone_call_threads if lone else 0
                 rpc = getattr(replica.stub, method)

@@ -95,20 +95,19 @@ class ReplicaPool:
         return self._last_picked
 
     @contextmanager
-    def call(self, avoid: Iterable[str] = (), *, may_borrow: bool = False) -> Iterator[tuple[Replica, bool]]:
-        """A call on the replica ``pick`` chooses, counted in flight while it runs. With ``may_borrow`` (its replica
-        would run a lone call on borrowed cores), True comes with it when the call is lone: nothing else in flight
-        on any replica when it starts; the calls picked meanwhile then follow it."""
-        replica = self.pick(avoid)
+    def calling(self, replica: Replica, *, may_borrow: bool = False) -> Iterator[bool]:
+        """``replica`` (from ``pick``) counted in flight while a call runs on it. With ``may_borrow`` (it would run a
+        lone call on borrowed cores), True when the call is lone: nothing else in flight on any replica as it
+        starts; the calls picked meanwhile then follow it."""
         lone = may_borrow and not any(r.in_flight for r in self._replicas.values())
         replica.in_flight += 1
         if lone:
-            self._lone = replica
+            self._lone = replica  # no other call can be lone while this one runs: nothing else was in flight
         try:
-            yield replica, lone
+            yield lone
         finally:
             replica.in_flight -= 1
-            if self._lone is replica and lone:
+            if lone:
                 self._lone = None
 
     async def close(self) -> None:

@@ -69,6 +69,7 @@ class Embedder:
         # team per calling thread, and once a second thread has run torch with two or more threads,
         # every forward ran about twice as slow (a lone MiniLM text 10.8 against 5.4 ms).
         self._classifier = self._executor.submit(self._build_and_warm).result()
+        self._cpus = os.cpu_count() or 1  # a lone call's threads never exceed the machine's
         self._slot_chars = self._settings.batch_slot_chars
         self._max_batch_size = self._settings.batch_size
         self._stats = pb.BatchStats(batch_size_counts=[0] * BATCH_SIZE_BUCKETS)
@@ -170,8 +171,7 @@ class Embedder:
         with self._tracer.start_as_current_span("embedder forward", context=trace.set_span_in_context(batch_span)) as span:
             span.set_attribute("mcp_classifier.batch_size", len(texts))
             own_threads = torch.get_num_threads()
-            # A lone call may borrow idle replicas' cores; never more threads than the machine has.
-            threads = min(lone_call_threads, os.cpu_count() or 1)
+            threads = min(lone_call_threads, self._cpus)  # a lone call borrows the idle replicas' cores
             span.set_attribute("mcp_classifier.torch_threads", max(threads, own_threads))
             if threads > own_threads:
                 torch.set_num_threads(threads)  # on the forward thread, the only one that runs torch: one OpenMP team
