@@ -9,7 +9,7 @@
 # It uses the host's own python3, PyTorch and transformers, and .gpu/ (loadtests/gpu_host/bundle.sh)
 # for everything else. Stages write JSON and logs to $OUT as they finish, so a timeout keeps
 # what was done. Stage 0 imports everything first: a missing package fails in seconds, not minutes.
-#   OUT=/tmp/gpu-out bash loadtests/gpu_host/run.sh [stages: gputests,eager,graphs,fused-norms,paths,compile,compile-graphs]
+#   OUT=/tmp/gpu-out bash loadtests/gpu_host/run.sh [stages: gputests,graph-memory,eager,graphs,fused-norms,paths,compile,compile-graphs]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 PY="${PY:-python3}"
@@ -55,6 +55,10 @@ status=0
 if [[ ",$STAGES," == *,gputests,* ]]; then
   echo "== the tests that need CUDA (real graph capture)"
   timeout -k 10 60 "$PY" -m pytest -q -p no:cacheprovider tests/unit/test_cuda_graphs.py tests/integration/test_gpu_path.py -k "cuda_graph or fused_norms" || status=1
+fi
+if [[ ",$STAGES," == *,graph-memory,* ]]; then
+  echo "== the GPU memory the graphs take at load, per batch size (session 23: warming leaked every layer's activations)"
+  timeout -k 10 90 "$PY" -m loadtests.graph_memory --model "$MODEL" --batch-sizes 64,256 --json "$OUT/graph-memory.json" || status=1
 fi
 if [[ ",$STAGES," == *,eager,* ]]; then
   echo "== stage 1: the embedder alone, eager"

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import orjson
 import pytest
+import torch
 
-from loadtests import bench_gpu
+from loadtests import bench_gpu, graph_memory
 from tests.support.tiny_models import build_tiny_qwen3
 
 
@@ -47,3 +48,10 @@ def test_the_bench_times_transformers_norms_beside_torchs_fused_ones(tmp_path: P
         assert profile["batch_size"] == 4 and profile["measured"] == "CPU ops"
         times = [op["ms"] for op in profile["top"]]
         assert times == sorted(times, reverse=True) and times[0] > 0
+
+
+def test_the_graph_memory_check_says_it_needs_a_gpu_where_there_is_none(capsys: pytest.CaptureFixture[str]) -> None:
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is here: the check runs for real in the GPU host's graph-memory stage")
+    assert graph_memory.main(["--batch-sizes", "8"]) == 2
+    assert "only be measured on a GPU host" in capsys.readouterr().err

@@ -61,6 +61,16 @@ def test_graphed_batches_give_each_texts_own_vector_with_mocked_cuda_graph(encod
     np.testing.assert_allclose(lone, reference_vectors(encoder, ["why is the sky blue"]), atol=1e-5)
 
 
+def test_the_loaded_model_records_no_autograd_history_with_mocked_cuda_graph(graphed_tiny_qwen3: TextEncoder) -> None:
+    """No forward of the encoder's, graphed or not, at load or later, keeps its activations for a backward pass."""
+    assert not any(p.requires_grad for p in graphed_tiny_qwen3.model.parameters())
+    graphs = graphed_tiny_qwen3.cuda_graphs
+    assert graphs is not None
+    capture = graphs._capture
+    assert isinstance(capture, MockedCudaGraphCapture) and capture.outputs
+    assert all(out.grad_fn is None for out in capture.outputs)
+
+
 def _replays(graphs: GraphedForward) -> int:
     capture = graphs._capture
     assert isinstance(capture, MockedCudaGraphCapture)

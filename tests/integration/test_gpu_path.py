@@ -60,3 +60,12 @@ def test_fused_norms_are_on_by_default_on_cuda_and_agree_with_transformers_norms
     assert fused.fused_norm_layers == 4 * fused.model.config.num_hidden_layers + 1 and plain.fused_norm_layers == 0
     texts = MIXED_TEXTS * 3
     assert np.min(np.sum(fused.encode(texts) * plain.encode(texts), axis=1)) > 0.999
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine: real CUDA graphs run only on a GPU host")
+def test_cuda_graphs_captured_at_load_keep_no_activations_alive(tmp_path: Path) -> None:
+    """A graph's output lives as long as the graph: with autograd history it held every layer's activations (session 23)."""
+    graphed = TextEncoder(str(build_tiny_qwen3(tmp_path)), device="cuda", cuda_graphs="auto", batch_size=8)
+    graphs = graphed.cuda_graphs
+    assert graphs is not None and len(graphs.shapes) >= 16  # rows 1..8 at the four query widths, warmed at load
+    assert all(graph.hidden.grad_fn is None and not graph.hidden.requires_grad for graph in graphs._graphs.values())

@@ -44,11 +44,13 @@ class MockedCudaGraphCapture:
 
     def __init__(self) -> None:
         self.captured: list[tuple[int, ...]] = []
+        self.outputs: list[torch.Tensor] = []  # each graph's static output, as the graph keeps it
         self.replays = 0
 
     def __call__(self, run: RunModel, inputs: torch.Tensor) -> tuple[Replay, torch.Tensor]:
         self.captured.append(tuple(inputs.shape[1:]))
         hidden = run(inputs[0], inputs[1], inputs[2])
+        self.outputs.append(hidden)
 
         def replay() -> None:
             self.replays += 1
@@ -103,6 +105,28 @@ def test_warming_captures_every_row_bucket_at_each_width_before_any_request_with
     small = GraphedForward(_forward_sums_each_row, torch.device("cpu"), pad_id=0, max_rows=64, max_width=64, max_graphs=3, capture=capture)
     small.warm([16, 32])
     assert len(small.shapes) == 3  # never past max_graphs
+
+
+def test_graphs_warmed_outside_inference_mode_keep_no_autograd_history_with_mocked_cuda_graph() -> None:
+    """A graph's output lives as long as the graph; with autograd history it would keep every layer's activations too.
+
+    On an H200 that was 25.6 GB for one bucket of 256 rows x 64 tokens of Qwen3-Embedding-0.6B
+    (docs/loadtest/gpu-h200/capture-memory.log). Here a trainable layer stands in for the model.
+    """
+    layer = torch.nn.Linear(2, 4)
+    assert layer.weight.requires_grad
+
+    def forward(ids: torch.Tensor, positions: torch.Tensor, segments: torch.Tensor) -> torch.Tensor:
+        return torch.relu(layer(_forward_sums_each_row(ids, positions, segments)))
+
+    capture = MockedCudaGraphCapture()
+    graphs = GraphedForward(forward, torch.device("cpu"), pad_id=0, max_rows=4, max_width=16, capture=capture)
+    assert torch.is_grad_enabled()  # warm() runs at load, where nothing turned autograd off
+    graphs.warm([16])
+    graphs(*_batch(8, 16, seed=1))  # past the row cap: None, nothing captured
+    graphs(*_batch(3, 5, seed=2))
+    assert len(capture.outputs) == 3
+    assert all(out.grad_fn is None and not out.requires_grad for out in capture.outputs)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine: real graph capture runs only on a GPU host")

@@ -162,7 +162,8 @@ class TextEncoder:
             self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.model.to(self.device).eval()
+        # An embedding service never trains: no parameter asks autograd to record a forward.
+        self.model.to(self.device).eval().requires_grad_(False)
         self.max_seq_length = max_seq_length
         self.batch_size = batch_size
         use_instruction = query_instruction == "always" or (query_instruction == "auto" and self.pooling == "last")
