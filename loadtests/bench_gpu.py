@@ -4,7 +4,8 @@ floor tokens/s = measured matmul FLOP/s / (2 x non-embedding parameters): a forw
 2 FLOPs per weight per token, so no batch can beat that. Every row embeds texts of one length
 (tokens counted by the encoder's tokenizer, the instruction prefix included), one ``encode`` call
 per batch of one size, as the replicas run them, with the forward eager and as CUDA graphs
-(``--cuda-graphs both``), with transformers' RMSNorms and with torch's fused one (``--fused-norms both``). Two figures per row: the model's part alone (texts tokenised
+(``--cuda-graphs both``), with transformers' RMSNorms and with torch's fused one (``--fused-norms both``), with
+transformers' rotary embeddings and with one compiled kernel a call (``--fused-rotary both``). Two figures per row: the model's part alone (texts tokenised
 beforehand) and the whole call, tokenising included (one CPU thread, as in a replica).
 
 ``--model random:qwen3-embedding-0.6b`` builds the exact architecture of Qwen3-Embedding-0.6B with
@@ -33,6 +34,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from mcp_classifier.core.cuda_graphs import row_bucket
 from mcp_classifier.core.encoder import TextEncoder
+from mcp_classifier.core.fused_rotary import unfuse_rotary
 
 WORDS = (
     "what how why explain the derivative integral of a function protein cell history empire war "
@@ -192,6 +194,13 @@ def main(argv: list[str] | None = None) -> int:
         help="rows with the model's RMSNorms on torch's fused op (on), as transformers runs them (off), or each in turn [default: off]",
     )
     parser.add_argument(
+        "--fused-rotary",
+        choices=["both", "on", "off"],
+        default="off",
+        help="rows with the rotary embeddings applied by one torch.compile'd kernel a call (on), as transformers applies "
+        "them (off), or each in turn [default: off]",
+    )
+    parser.add_argument(
         "--profile-batch",
         type=int,
         default=0,
@@ -232,11 +241,18 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     profiles: dict[str, dict[str, Any]] = {}
     norm_modes = ["off", "on"] if args.fused_norms == "both" else [args.fused_norms]  # transformers' first: fusing is one way
-    variants = [(norms, mode) for norms in norm_modes for mode in modes]
-    for norms, mode in variants:
+    rotary_modes = ["off", "on"] if args.fused_rotary == "both" else [args.fused_rotary]
+    variants = [(norms, rotary, mode) for norms in norm_modes for rotary in rotary_modes for mode in modes]
+    for norms, rotary, mode in variants:
         if norms == "on" and not encoder.fused_norm_layers and not encoder.fuse_norms():
             print("| the model's norms could not be fused (see the log): no fused-norm rows |")
             break
+        if rotary == "off" and encoder.fused_rotary_layers:
+            unfuse_rotary(encoder.model)
+            encoder.fused_rotary_layers = 0
+        if rotary == "on" and not encoder.fused_rotary_layers and not encoder.fuse_rotary():
+            print("| the rotary embeddings could not be compiled (see the log): no fused-rotary rows |")
+            continue
         encoder.disable_cuda_graphs()  # captured afresh per variant: a graph replays the kernels it recorded
         if mode == "on" and not encoder.enable_cuda_graphs():
             print("| CUDA graphs could not be enabled for this model (see the log): no graph rows |")
@@ -244,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         forward = (
             ("CUDA graphs" if mode == "on" else "eager")
             + (", fused norms" if norms == "on" else "")
+            + (", fused rotary" if rotary == "on" else "")
             + (", compiled" if args.compile else "")
         )
         for length in (int(t) for t in args.query_tokens.split(",")):

@@ -9,7 +9,7 @@
 # It uses the host's own python3, PyTorch and transformers, and .gpu/ (loadtests/gpu_host/bundle.sh)
 # for everything else. Stages write JSON and logs to $OUT as they finish, so a timeout keeps
 # what was done. Stage 0 imports everything first: a missing package fails in seconds, not minutes.
-#   OUT=/tmp/gpu-out bash loadtests/gpu_host/run.sh [stages: gputests,graph-memory,eager,graphs,fused-norms,paths,compile,compile-graphs]
+#   OUT=/tmp/gpu-out bash loadtests/gpu_host/run.sh [stages: gputests,graph-memory,eager,graphs,fused-norms,fused-rotary,paths,compile,compile-graphs]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 PY="${PY:-python3}"
@@ -54,7 +54,7 @@ PY
 status=0
 if [[ ",$STAGES," == *,gputests,* ]]; then
   echo "== the tests that need CUDA (real graph capture)"
-  timeout -k 10 60 "$PY" -m pytest -q -p no:cacheprovider tests/unit/test_cuda_graphs.py tests/integration/test_gpu_path.py -k "cuda_graph or fused_norms" || status=1
+  timeout -k 10 60 "$PY" -m pytest -q -p no:cacheprovider tests/unit/test_cuda_graphs.py tests/integration/test_gpu_path.py -k "cuda_graph or fused_norms or fused_rotary" || status=1
 fi
 if [[ ",$STAGES," == *,graph-memory,* ]]; then
   echo "== the GPU memory the graphs take at load, per batch size (session 23: warming leaked every layer's activations)"
@@ -79,6 +79,12 @@ if [[ ",$STAGES," == *,fused-norms,* ]]; then
   timeout -k 10 "$GRAPHS_S" "$PY" -m loadtests.bench_gpu --model "$MODEL" --batch-sizes 256 --query-tokens 64 \
     --seconds "$ROW_SECONDS" --matmul-size 8192 --cuda-graphs on --fused-norms both --json "$OUT/gpu-fused-norms-64.json" || status=1
 fi
+if [[ ",$STAGES," == *,fused-rotary,* ]]; then
+  echo "== stage 2c: transformers' rotary embeddings beside one compiled kernel a call (fused norms on), eager and as CUDA graphs"
+  timeout -k 10 "$GRAPHS_S" "$PY" -m loadtests.bench_gpu --model "$MODEL" --batch-sizes 1,64,256,512 --query-tokens 32 \
+    --seconds "$ROW_SECONDS" --matmul-size 8192 --cuda-graphs both --fused-norms on --fused-rotary both --profile-batch 256 \
+    --json "$OUT/gpu-fused-rotary.json" || status=1
+fi
 if [[ ",$STAGES," == *,paths,* ]]; then
   echo "== stage 3: gateway -> Ray Serve on the GPU (and the local backend beside it where PATH_SET names it)"
   path_args=()
@@ -86,6 +92,8 @@ if [[ ",$STAGES," == *,paths,* ]]; then
   [[ ",$PATH_SET," == *,local-gpu,* ]] && path_args+=(--path local-gpu="--backend local")
   # token matching (on by default) scores on the GPU beside the forward: PATH_SET=ray-gpu,ray-gpu-tokens-off times it
   [[ ",$PATH_SET," == *,ray-gpu-tokens-off,* ]] && path_args+=(--path ray-gpu-tokens-off="$RAY_PATH --token-matching off")
+  # rotary embeddings as one compiled kernel a call (session 23; off by default until timed): PATH_SET=ray-gpu,ray-gpu-rotary
+  [[ ",$PATH_SET," == *,ray-gpu-rotary,* ]] && path_args+=(--path ray-gpu-rotary="$RAY_PATH --fused-rotary on")
   timeout -k 20 "$PATHS_S" "$PY" -m loadtests.bench_paths --model "$MODEL" --clients "$CLIENTS" --batch-size "$PATH_BATCH" \
     --duration "$DURATION" --warmup "$WARMUP" --raw-seconds "$RAW_SECONDS" --json "$OUT/paths-gpu.json" "${path_args[@]}" || status=1
   cp /tmp/bench-server-*.log "$OUT/" 2>/dev/null || true

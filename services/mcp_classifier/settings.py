@@ -73,6 +73,14 @@ class Settings(BaseSettings):
         "reproduce keeps its own forward, and all are put back at load where whole embeddings differ.",
     )
 
+    fused_rotary: Literal["auto", "on", "off"] = Field(
+        "off",
+        description="Apply the model's rotary position embeddings with one torch.compile'd kernel a call instead of transformers' "
+        "ten a layer, which took more GPU time than the matmuls on an H200 (docs/loadtest/gpu.md); auto: on where the model "
+        "runs on CUDA. Compiles at load (a few seconds; needs Triton on CUDA, a C compiler on the CPU) and is put back where "
+        "whole embeddings differ or compiling fails. Off by default until timed on a GPU.",
+    )
+
     scoring_method: Literal["auto", "neighbours", "prototype", "linear", "ensemble"] = Field(
         "auto",
         description="How examples become scores: neighbours (top-k similar examples + description), prototype (+ category "

@@ -55,3 +55,20 @@ def test_the_graph_memory_check_says_it_needs_a_gpu_where_there_is_none(capsys: 
         pytest.skip("a CUDA device is here: the check runs for real in the GPU host's graph-memory stage")
     assert graph_memory.main(["--batch-sizes", "8"]) == 2
     assert "only be measured on a GPU host" in capsys.readouterr().err
+
+
+def test_the_bench_times_transformers_rotary_embeddings_beside_compiled_ones(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from transformers.models.qwen3 import modeling_qwen3
+
+    # The bench leaves the compiled function in transformers' module: put transformers' own back afterwards.
+    monkeypatch.setattr(modeling_qwen3, "apply_rotary_pos_emb", modeling_qwen3.apply_rotary_pos_emb)
+    model = build_tiny_qwen3(tmp_path / "tiny-qwen3")
+    out = tmp_path / "rotary.json"
+    args = ["--model", str(model), "--device", "cpu", "--batch-sizes", "4", "--query-tokens", "16", "--texts", "8", "--seconds", "0.05"]
+    try:
+        assert bench_gpu.main([*args, "--fused-rotary", "both", "--json", str(out)]) == 0
+    finally:
+        torch._dynamo.reset()
+    report = orjson.loads(out.read_bytes())
+    assert [row["forward"] for row in report["rows"]] == ["eager", "eager, fused rotary"]
+    assert all(row["tokens_per_s"] > 0 for row in report["rows"])

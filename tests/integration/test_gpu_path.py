@@ -69,3 +69,24 @@ def test_cuda_graphs_captured_at_load_keep_no_activations_alive(tmp_path: Path) 
     graphs = graphed.cuda_graphs
     assert graphs is not None and len(graphs.shapes) >= 16  # rows 1..8 at the four query widths, warmed at load
     assert all(graph.hidden.grad_fn is None and not graph.hidden.requires_grad for graph in graphs._graphs.values())
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine: Triton kernels compile only on a GPU host")
+def test_fused_rotary_compiles_on_cuda_and_agrees_with_transformers_inside_cuda_graphs(tmp_path: Path) -> None:
+    from transformers.models.qwen3 import modeling_qwen3
+
+    from mcp_classifier.core.fused_rotary import unfuse_rotary
+
+    path = str(build_tiny_qwen3(tmp_path))
+    plain = TextEncoder(path, device="cuda", cuda_graphs="auto", batch_size=8)
+    texts = MIXED_TEXTS * 3
+    expected = plain.encode(texts)
+    fused = TextEncoder(path, device="cuda", cuda_graphs="auto", fused_rotary="on", batch_size=8)
+    try:
+        assert fused.fused_rotary_layers == fused.model.config.num_hidden_layers
+        assert fused.cuda_graphs is not None  # captured with the compiled kernel inside
+        assert np.min(np.sum(fused.encode(texts) * expected, axis=1)) > 0.999
+    finally:
+        unfuse_rotary(fused.model)
+        torch._dynamo.reset()
+    assert not hasattr(modeling_qwen3.apply_rotary_pos_emb, "device_types")

@@ -300,6 +300,7 @@ tests/test_helm_chart.py renders this and compares it with `mcp-classifier serve
 {{- if ne $e.scoringMethod "auto" }}{{ $_ := set $settings "scoring_method" $e.scoringMethod }}{{ end -}}
 {{- if ne $e.cudaGraphs "auto" }}{{ $_ := set $settings "cuda_graphs" $e.cudaGraphs }}{{ end -}}
 {{- if ne $e.fusedNorms "auto" }}{{ $_ := set $settings "fused_norms" $e.fusedNorms }}{{ end -}}
+{{- if ne $e.fusedRotary "off" }}{{ $_ := set $settings "fused_rotary" $e.fusedRotary }}{{ end -}}
 {{- if ne $e.middleLayerFeatures "off" }}{{ $_ := set $settings "middle_layer_features" $e.middleLayerFeatures }}{{ end -}}
 {{- if ne $e.lexicalScoring "auto" }}{{ $_ := set $settings "lexical_scoring" $e.lexicalScoring }}{{ end -}}
 {{- if ne $e.tokenMatching "auto" }}{{ $_ := set $settings "token_matching" $e.tokenMatching }}{{ end -}}

@@ -44,6 +44,7 @@ def build_classifier(settings: Settings) -> Classifier:
         middle_layer=settings.middle_layer_features,
         cuda_graphs=settings.cuda_graphs,
         fused_norms=settings.fused_norms,
+        fused_rotary=settings.fused_rotary,
     )
     return Classifier(encoder, config, settings.scoring_method, settings.lexical_scoring, settings.token_matching)
 

@@ -21,6 +21,7 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer
 from .batch_plan import plan_cost, plan_sub_batches
 from .cuda_graphs import WARM_WIDTHS, Capture, GraphedForward
 from .fused_norms import fuse_rms_norms, unfuse_rms_norms
+from .fused_rotary import CompileBackend, fuse_rotary, unfuse_rotary
 from .packing import PackedBatch, Pooling, attention_mask, pack, packed_cost, pool_packed, split_calls
 from .random_models import build_random_model, is_random_model, random_model_config
 
@@ -38,6 +39,7 @@ _DECODER_MODEL_TYPES = {"qwen2", "qwen3", "llama", "mistral", "gemma", "gemma2",
 MiddleLayer = Literal["on", "off"]
 CudaGraphs = Literal["auto", "on", "off"]
 FusedNorms = Literal["auto", "on", "off"]
+FusedRotary = Literal["auto", "on", "off"]
 
 # Texts of several lengths sharing packed rows: a text that saw its neighbours, or a wrong position, shows.
 _PROBE_TEXTS = [f"probe {'word ' * n}for packing" for n in (1, 3, 7, 12, 2, 5)]
@@ -135,6 +137,7 @@ class TextEncoder:
         middle_layer: MiddleLayer = "off",
         cuda_graphs: CudaGraphs = "off",
         fused_norms: FusedNorms = "off",
+        fused_rotary: FusedRotary = "off",
     ) -> None:
         self.model_id = model
         path = resolve_model_path(model)
@@ -191,6 +194,9 @@ class TextEncoder:
         self.fused_norm_layers = 0  # RMSNorm layers on torch's fused op (fused_norms)
         if self._wants_fused_norms(fused_norms):
             self.fuse_norms()
+        self.fused_rotary_layers = 0  # attention layers whose rotary embeddings run compiled (fused_rotary)
+        if fused_rotary == "on" or (fused_rotary == "auto" and self.device.type == "cuda"):
+            self.fuse_rotary()
         # How costly a model call is next to padding: decides how a mixed batch is split (batch_plan).
         self.forward_overhead_tokens = forward_overhead_tokens or self.measure_forward_overhead()
         log.info("one forward costs about as much as %.0f tokens of padding", self.forward_overhead_tokens)
@@ -464,6 +470,38 @@ class TextEncoder:
             agreement,
         )
         return swapped
+
+    def fuse_rotary(self, backend: CompileBackend = "inductor") -> int:
+        """Rotary embeddings as one compiled kernel a call, where whole embeddings stay those of transformers' own.
+
+        Before graphs are captured: the probe's forwards compile it, and a graph records the kernels
+        its forward launched. ``backend`` is torch.compile's (tests count or spoil what it compiles).
+        """
+        features = self._tokenize([self.format_query(t) for t in _PROBE_TEXTS])
+        before = self._each_alone_padded(features)
+        layers = fuse_rotary(self.model, self.device.type, backend)
+        if not layers:
+            log.info("fused rotary embeddings are off: the model's layers call no %s", "apply_rotary_pos_emb")
+            return 0
+        started = time.perf_counter()
+        try:
+            agreement = self._agreement_with_padded(features, before)
+        except (RuntimeError, OSError, ImportError) as exc:  # torch.compile: no C compiler, no Triton, an op it cannot trace
+            unfuse_rotary(self.model)
+            log.warning("fused rotary embeddings are off: compiling them failed (%s: %s)", type(exc).__name__, exc)
+            return 0
+        if agreement < PACKING_MIN_COSINE:
+            unfuse_rotary(self.model)
+            log.warning("fused rotary embeddings are off: embeddings with them differ from the model's own (cosine %.4f)", agreement)
+            return 0
+        self.fused_rotary_layers = layers
+        log.info(
+            "%d attention layers apply rotary embeddings as one compiled kernel a call (compiled in %.1f s; embeddings agree: cosine %.5f)",
+            layers,
+            time.perf_counter() - started,
+            agreement,
+        )
+        return layers
 
     def _wants_graphs(self, cuda_graphs: CudaGraphs) -> bool:
         if cuda_graphs == "off":

@@ -23,6 +23,7 @@ REPLICA_SETTINGS = (
     "pack_width_tokens",
     "cuda_graphs",
     "fused_norms",
+    "fused_rotary",
     "batch_size",
     "categories_file",
     "scoring_method",
