@@ -21,7 +21,7 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer
 from .batch_plan import plan_cost, plan_sub_batches
 from .cuda_graphs import WARM_WIDTHS, Capture, GraphedForward
 from .fused_norms import fuse_rms_norms, unfuse_rms_norms
-from .fused_rotary import CompileBackend, fuse_rotary, unfuse_rotary
+from .fused_rotary import ROTARY_FUNCTION, CompileBackend, fuse_rotary, unfuse_rotary
 from .packing import PackedBatch, Pooling, attention_mask, pack, packed_cost, pool_packed, split_calls
 from .random_models import build_random_model, is_random_model, random_model_config
 
@@ -481,7 +481,7 @@ class TextEncoder:
         before = self._each_alone_padded(features)
         layers = fuse_rotary(self.model, self.device.type, backend)
         if not layers:
-            log.info("fused rotary embeddings are off: the model's layers call no %s", "apply_rotary_pos_emb")
+            log.info("fused rotary embeddings are off: the model's layers call no %s", ROTARY_FUNCTION)
             return 0
         started = time.perf_counter()
         try:

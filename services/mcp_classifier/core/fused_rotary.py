@@ -9,8 +9,8 @@ fuses each call into one kernel that reads q, k, cos and sin once.
 
 transformers calls the function by its module's global name from each attention layer's forward,
 so the swap is made in that module's namespace, once per modelling module. The compiled function
-runs only for tensors on the device it was made for: a model of the same family on another device
-in the process keeps transformers' own. The encoder compares whole embeddings before and after and
+runs only for tensors on the device types it was asked for: a model of the same family on another
+device in the process keeps transformers' own. The encoder compares whole embeddings before and after and
 puts the original back on a mismatch or a failed compile. Written here because transformers' own
 route (``use_kernels``) downloads its kernels from the Hub at load, which an offline cluster cannot do.
 """
