@@ -34,7 +34,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from mcp_classifier.core.cuda_graphs import row_bucket
 from mcp_classifier.core.encoder import TextEncoder
-from mcp_classifier.core.fused_rotary import unfuse_rotary
 
 WORDS = (
     "what how why explain the derivative integral of a function protein cell history empire war "
@@ -248,8 +247,7 @@ def main(argv: list[str] | None = None) -> int:
             print("| the model's norms could not be fused (see the log): no fused-norm rows |")
             break
         if rotary == "off" and encoder.fused_rotary_layers:
-            unfuse_rotary(encoder.model)
-            encoder.fused_rotary_layers = 0
+            encoder.unfuse_rotary()
         if rotary == "on" and not encoder.fused_rotary_layers and not encoder.fuse_rotary():
             print("| the rotary embeddings could not be compiled (see the log): no fused-rotary rows |")
             continue

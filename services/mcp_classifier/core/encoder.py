@@ -18,10 +18,10 @@ import numpy as np
 import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
+from . import fused_rotary as rotary_swap
 from .batch_plan import plan_cost, plan_sub_batches
 from .cuda_graphs import WARM_WIDTHS, Capture, GraphedForward
 from .fused_norms import fuse_rms_norms, unfuse_rms_norms
-from .fused_rotary import ROTARY_FUNCTION, CompileBackend, fuse_rotary, unfuse_rotary
 from .packing import PackedBatch, Pooling, attention_mask, pack, packed_cost, pool_packed, split_calls
 from .random_models import build_random_model, is_random_model, random_model_config
 
@@ -192,10 +192,10 @@ class TextEncoder:
         # across threads, so calls are serialised (the forward itself runs concurrently).
         self._tokenizer_lock = threading.Lock()
         self.fused_norm_layers = 0  # RMSNorm layers on torch's fused op (fused_norms)
-        if self._wants_fused_norms(fused_norms):
+        if self._on_where_cuda(fused_norms):
             self.fuse_norms()
         self.fused_rotary_layers = 0  # attention layers whose rotary embeddings run compiled (fused_rotary)
-        if fused_rotary == "on" or (fused_rotary == "auto" and self.device.type == "cuda"):
+        if self._on_where_cuda(fused_rotary):
             self.fuse_rotary()
         # How costly a model call is next to padding: decides how a mixed batch is split (batch_plan).
         self.forward_overhead_tokens = forward_overhead_tokens or self.measure_forward_overhead()
@@ -436,17 +436,21 @@ class TextEncoder:
         """The forward a CUDA graph records: packed inputs on the device in, the last layer out."""
         return self.model(**self._packed_inputs(input_ids, position_ids, segment_ids), **self._no_cache).last_hidden_state
 
-    def _wants_fused_norms(self, fused_norms: FusedNorms) -> bool:
-        """auto: on CUDA only, where the fused op is one kernel; elsewhere torch composes it from the same steps."""
-        return fused_norms == "on" or (fused_norms == "auto" and self.device.type == "cuda")
+    def _on_where_cuda(self, choice: FusedNorms | FusedRotary) -> bool:
+        """auto: on CUDA only, where fusing saves passes over GPU memory; on the CPU torch runs the same steps either way."""
+        return choice == "on" or (choice == "auto" and self.device.type == "cuda")
+
+    def _probe_alone(self) -> tuple[dict[str, list[list[int]]], np.ndarray]:
+        """The probe texts' features and their embeddings each alone, padded and eager: what a swap must keep."""
+        features = self._tokenize([self.format_query(t) for t in _PROBE_TEXTS])
+        return features, self._each_alone_padded(features)
 
     def fuse_norms(self) -> int:
         """RMSNorm layers swapped for torch's fused op, where whole embeddings stay those of the model's own layers.
 
         Before graphs are captured: a graph records the kernels its forward launched.
         """
-        features = self._tokenize([self.format_query(t) for t in _PROBE_TEXTS])
-        before = self._each_alone_padded(features)
+        features, before = self._probe_alone()
         swapped, kept = fuse_rms_norms(self.model, self.dtype)
         if not swapped:
             if kept:
@@ -471,27 +475,31 @@ class TextEncoder:
         )
         return swapped
 
-    def fuse_rotary(self, backend: CompileBackend = "inductor") -> int:
+    def unfuse_rotary(self) -> None:
+        """transformers' own rotary embeddings from now on (benchmarks time both on one encoder)."""
+        rotary_swap.unfuse_rotary(self.model)
+        self.fused_rotary_layers = 0
+
+    def fuse_rotary(self, backend: rotary_swap.CompileBackend = "inductor") -> int:
         """Rotary embeddings as one compiled kernel a call, where whole embeddings stay those of transformers' own.
 
         Before graphs are captured: the probe's forwards compile it, and a graph records the kernels
         its forward launched. ``backend`` is torch.compile's (tests count or spoil what it compiles).
         """
-        features = self._tokenize([self.format_query(t) for t in _PROBE_TEXTS])
-        before = self._each_alone_padded(features)
-        layers = fuse_rotary(self.model, self.device.type, backend)
+        features, before = self._probe_alone()
+        layers = rotary_swap.fuse_rotary(self.model, self.device.type, backend)
         if not layers:
-            log.info("fused rotary embeddings are off: the model's layers call no %s", ROTARY_FUNCTION)
+            log.info("fused rotary embeddings are off: the model's layers call no %s", rotary_swap.ROTARY_FUNCTION)
             return 0
         started = time.perf_counter()
         try:
             agreement = self._agreement_with_padded(features, before)
         except (RuntimeError, OSError, ImportError) as exc:  # torch.compile: no C compiler, no Triton, an op it cannot trace
-            unfuse_rotary(self.model)
+            self.unfuse_rotary()
             log.warning("fused rotary embeddings are off: compiling them failed (%s: %s)", type(exc).__name__, exc)
             return 0
         if agreement < PACKING_MIN_COSINE:
-            unfuse_rotary(self.model)
+            self.unfuse_rotary()
             log.warning("fused rotary embeddings are off: embeddings with them differ from the model's own (cosine %.4f)", agreement)
             return 0
         self.fused_rotary_layers = layers
