@@ -17,8 +17,7 @@ ARG TORCH_VERSION=2.13.0
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu128
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 \
     HF_HOME=/home/ray/.cache/huggingface \
-    HF_HUB_DISABLE_TELEMETRY=1 \
-    TOKENIZERS_PARALLELISM=false
+    HF_HUB_DISABLE_TELEMETRY=1
 # The base image's user is ray (uid 1000, gid 100) and owns its Python environment.
 USER 1000:100
 COPY --chown=1000:100 pyproject.toml README.md /tmp/mcp-classifier/

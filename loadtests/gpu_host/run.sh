@@ -33,7 +33,8 @@ exec > >(tee -a "$log") 2>&1
 [ -d "$SITE_ROOT/site" ] || tar -C "$SITE_ROOT" -xJf "$BUNDLE/site.tar.xz"
 export PYTHONPATH="$PWD/services:$PWD:$SITE_ROOT/site${PYTHONPATH:+:$PYTHONPATH}"
 export PATH="$PWD/$BUNDLE/bin:$PATH" LD_LIBRARY_PATH="$PWD/$BUNDLE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false RAY_AUTH_MODE=disabled PYTHONUNBUFFERED=1
+# No TOKENIZERS_PARALLELISM: the service's tokenizer_threads decides, as on a user's host.
+export HF_HUB_OFFLINE=1 RAY_AUTH_MODE=disabled PYTHONUNBUFFERED=1
 
 echo "== stage 0: the host and the imports"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv || true

@@ -3,7 +3,6 @@ load generator, the raw in-process floor and the tables. The scripts on top stay
 
 import os
 
-# Same defaults as the test suite: never reach for the network, and keep the tokenizers' own
-# thread pool out of the CPU contest on small machines.
+# Never reach for the network. The tokenizer's threads are left to the product's own setting
+# (tokenizer_threads), in the floor and in every server, so a bench measures what a user runs.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -42,6 +42,13 @@ class Settings(BaseSettings):
         ge=0,
         description="torch intra-op threads; 0: torch's default, shared out among model_threads/model_processes for --backend local.",
     )
+    tokenizer_threads: int = Field(
+        0,
+        ge=0,
+        description="Threads the tokenizer splits a batch over, where the model runs; 0: as many as torch's threads on CPU "
+        "(a replica keeps to its CPUs), every CPU the process sees on a GPU (they idle while it works), unless "
+        "TOKENIZERS_PARALLELISM is set; 1: on the calling thread.",
+    )
     forward_overhead_tokens: float = Field(
         0.0,
         ge=0,

@@ -12,7 +12,12 @@ from loadtests import bench_gpu, graph_memory
 from tests.support.tiny_models import build_tiny_qwen3
 
 
-def test_the_embedder_bench_reports_each_batch_size_against_the_floor(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_embedder_bench_reports_each_batch_size_against_the_floor(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The bench switches the tokenizer's pool on and off for its rows: the test session's setting comes back afterwards.
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
+    monkeypatch.setenv("RAYON_NUM_THREADS", "2")
     out = tmp_path / "gpu.json"
     args = ["--device", "cpu", "--batch-sizes", "1,8", "--query-tokens", "16", "--texts", "16", "--seconds", "0.05", "--json", str(out)]
     assert bench_gpu.main(args) == 0
@@ -22,11 +27,15 @@ def test_the_embedder_bench_reports_each_batch_size_against_the_floor(tmp_path: 
         assert row["forward"] == "eager"  # no CUDA here: no graph rows
         assert abs(row["query_tokens"] - 16) <= 2  # texts of the asked length, the instruction prefix counted
         assert row["tokens_per_s"] > 0 and row["texts_per_s_with_tokenizing"] > 0
+        assert row["texts_per_s_tokenizing_on_one_thread"] > 0  # beside the pool, as a replica without one would
         assert row["share"] == pytest.approx(row["tokens_per_s"] / report["floor_tokens_per_s"])
     batch8 = next(r for r in report["rows"] if r["batch_size"] == 8)
     assert batch8["ms_per_batch"] > next(r for r in report["rows"] if r["batch_size"] == 1)["ms_per_batch"]
+    # On a CPU the pool is as many threads as torch runs on, as the service's auto sizes it there.
+    assert report["tokenizer_pool"] == torch.get_num_threads()
     printed = capsys.readouterr().out
     assert "compute floor" in printed and "| 16 | 8 | eager |" in printed
+    assert f"tokenizer's pool of {torch.get_num_threads()} threads" in printed
 
 
 def test_the_bench_times_transformers_norms_beside_torchs_fused_ones(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,8 +20,6 @@ capabilities:
 {{- define "mcp-classifier.ray.env" -}}
 - name: HF_HOME
   value: /home/ray/.cache/huggingface
-- name: TOKENIZERS_PARALLELISM
-  value: "false"
 - name: RAY_SERVE_THROUGHPUT_OPTIMIZED
   value: {{ ternary "1" "0" .Values.embedder.throughputOptimized | quote }}
 {{- with .Values.embedder.directIngress }}

@@ -6,9 +6,12 @@ processes, the Ray replicas, eval), never by the web layers.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from ..settings import Settings
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # torch is imported only when a model is built: the gateway image has none
     from .classifier import Classifier
@@ -21,10 +24,16 @@ def build_classifier(settings: Settings) -> Classifier:
 
     from .categories import load_categories
     from .classifier import Classifier
-    from .encoder import TextEncoder
+    from .encoder import TextEncoder, pick_device
+    from .tokenizer_threads import apply_tokenizer_threads
 
     if settings.torch_threads:
         torch.set_num_threads(settings.torch_threads)
+    # Before the model loads: loading tokenises, and the tokenizer's pool keeps the size it starts with.
+    tokenizer_threads = apply_tokenizer_threads(
+        settings.tokenizer_threads, on_gpu=pick_device(settings.device).type == "cuda", model_cpus=torch.get_num_threads()
+    )
+    log.info("tokenising on %s", f"{tokenizer_threads} thread(s)" if tokenizer_threads else "a pool over every CPU")
     # numpy's BLAS (OpenBLAS) keeps a thread per core that busy-waits for ~0.1 s after every
     # matmul. The scoring matmuls are tiny, and that spinning thread took most of a core from the
     # model on a 2-core box (32 clients: 236 -> 342 req/s). One BLAS thread, process-wide.
