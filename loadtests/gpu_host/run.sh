@@ -95,6 +95,8 @@ if [[ ",$STAGES," == *,paths,* ]]; then
   [[ ",$PATH_SET," == *,ray-gpu-tokens-off,* ]] && path_args+=(--path ray-gpu-tokens-off="$RAY_PATH --token-matching off")
   # rotary embeddings as one compiled kernel a call (session 23; off by default until timed): PATH_SET=ray-gpu,ray-gpu-rotary
   [[ ",$PATH_SET," == *,ray-gpu-rotary,* ]] && path_args+=(--path ray-gpu-rotary="$RAY_PATH --fused-rotary on")
+  # the replica tokenising on one thread, as the images had it before tokenizer_threads (session 24): PATH_SET=ray-gpu,ray-gpu-tok1
+  [[ ",$PATH_SET," == *,ray-gpu-tok1,* ]] && path_args+=(--path ray-gpu-tok1="$RAY_PATH --tokenizer-threads 1")
   timeout -k 20 "$PATHS_S" "$PY" -m loadtests.bench_paths --model "$MODEL" --clients "$CLIENTS" --batch-size "$PATH_BATCH" \
     --duration "$DURATION" --warmup "$WARMUP" --raw-seconds "$RAW_SECONDS" --json "$OUT/paths-gpu.json" "${path_args[@]}" || status=1
   cp /tmp/bench-server-*.log "$OUT/" 2>/dev/null || true
