@@ -5,7 +5,9 @@ floor tokens/s = measured matmul FLOP/s / (2 x non-embedding parameters): a forw
 (tokens counted by the encoder's tokenizer, the instruction prefix included), one ``encode`` call
 per batch of one size, as the replicas run them, with the forward eager and as CUDA graphs
 (``--cuda-graphs both``), with transformers' RMSNorms and with torch's fused one (``--fused-norms both``), with
-transformers' rotary embeddings and with one compiled kernel a call (``--fused-rotary both``). Two figures per row: the model's part alone (texts tokenised
+transformers' rotary embeddings and with one compiled kernel a call (``--fused-rotary both``), with the grouped keys
+and values copied out to every query head before attention, as transformers does whenever a mask is given,
+or handed to SDPA as they are (``--sdpa-gqa both``). Two figures per row: the model's part alone (texts tokenised
 beforehand) and the whole call, tokenising included: on one CPU thread, and on the tokenizer's pool as the
 service sizes it (``tokenizer_threads``: every CPU beside a GPU; ``--tokenizer-threads N`` sets it).
 
@@ -44,6 +46,10 @@ WORDS = (
 ).split()
 PASS_TEXTS = 64  # texts per timed pass where batches are smaller: a pass of 1,024 lone texts took 25 s eager on the H100
 TARGET_SHARE = 0.50  # issue 15: >= 50% of the compute floor for 32-token queries at the best batch size
+# transformers copies each layer's keys and values out to every query head before SDPA whenever a mask is given
+# (on CUDA; transformers.integrations.sdpa_attention.use_gqa_in_sdpa); this variable, read on every call, makes it
+# pass them grouped with enable_gqa=True instead. §4's profile put two copies a layer at 9% of a batch.
+FORCE_GQA_ENV = "TRANSFORMERS_SDPA_FORCE_GQA"
 PROFILE_ROWS = 15  # kernels (CUDA) or ops (CPU) listed per profiled forward, by their own time
 
 
@@ -213,6 +219,13 @@ def main(argv: list[str] | None = None) -> int:
         "them (off), or each in turn [default: off]",
     )
     parser.add_argument(
+        "--sdpa-gqa",
+        choices=["both", "on", "off"],
+        default="off",
+        help="rows with the grouped keys and values handed to SDPA as they are (on), copied out to every query head as "
+        "transformers does under a mask (off), or each in turn [default: off]",
+    )
+    parser.add_argument(
         "--profile-batch",
         type=int,
         default=0,
@@ -269,8 +282,10 @@ def main(argv: list[str] | None = None) -> int:
     profiles: dict[str, dict[str, Any]] = {}
     norm_modes = ["off", "on"] if args.fused_norms == "both" else [args.fused_norms]  # transformers' first: fusing is one way
     rotary_modes = ["off", "on"] if args.fused_rotary == "both" else [args.fused_rotary]
-    variants = [(norms, rotary, mode) for norms in norm_modes for rotary in rotary_modes for mode in modes]
-    for norms, rotary, mode in variants:
+    gqa_modes = ["off", "on"] if args.sdpa_gqa == "both" else [args.sdpa_gqa]
+    variants = [(norms, rotary, gqa, mode) for norms in norm_modes for rotary in rotary_modes for gqa in gqa_modes for mode in modes]
+    force_gqa_before = os.environ.get(FORCE_GQA_ENV)
+    for norms, rotary, gqa, mode in variants:
         if norms == "on" and not encoder.fused_norm_layers and not encoder.fuse_norms():
             print("| the model's norms could not be fused (see the log): no fused-norm rows |")
             break
@@ -279,6 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         if rotary == "on" and not encoder.fused_rotary_layers and not encoder.fuse_rotary():
             print("| the rotary embeddings could not be compiled (see the log): no fused-rotary rows |")
             continue
+        os.environ[FORCE_GQA_ENV] = "1" if gqa == "on" else "0"
         encoder.disable_cuda_graphs()  # captured afresh per variant: a graph replays the kernels it recorded
         if mode == "on" and not encoder.enable_cuda_graphs():
             print("| CUDA graphs could not be enabled for this model (see the log): no graph rows |")
@@ -287,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
             ("CUDA graphs" if mode == "on" else "eager")
             + (", fused norms" if norms == "on" else "")
             + (", fused rotary" if rotary == "on" else "")
+            + (", SDPA GQA" if gqa == "on" else "")
             + (", compiled" if args.compile else "")
         )
         for length in (int(t) for t in args.query_tokens.split(",")):
@@ -308,6 +325,10 @@ def main(argv: list[str] | None = None) -> int:
             first_length = int(args.query_tokens.split(",")[0])
             texts = texts_of_length(encoder, first_length, max(args.texts, args.profile_batch))
             profiles[forward] = profile_batch(encoder, texts, args.profile_batch)
+    if force_gqa_before is None:
+        os.environ.pop(FORCE_GQA_ENV, None)
+    else:
+        os.environ[FORCE_GQA_ENV] = force_gqa_before
     near32 = [r for r in rows if abs(r["query_tokens"] - 32) <= 4]
     for forward in dict.fromkeys(r["forward"] for r in near32):
         best = max((r for r in near32 if r["forward"] == forward), key=lambda r: r["share"])

@@ -9,7 +9,7 @@
 # It uses the host's own python3, PyTorch and transformers, and .gpu/ (loadtests/gpu_host/bundle.sh)
 # for everything else. Stages write JSON and logs to $OUT as they finish, so a timeout keeps
 # what was done. Stage 0 imports everything first: a missing package fails in seconds, not minutes.
-#   OUT=/tmp/gpu-out bash loadtests/gpu_host/run.sh [stages: gputests,graph-memory,eager,graphs,fused-norms,fused-rotary,paths,compile,compile-graphs]
+#   OUT=/tmp/gpu-out bash loadtests/gpu_host/run.sh [stages: gputests,graph-memory,eager,graphs,fused-norms,fused-rotary,sdpa-gqa,paths,compile,compile-graphs]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 PY="${PY:-python3}"
@@ -85,6 +85,12 @@ if [[ ",$STAGES," == *,fused-rotary,* ]]; then
   timeout -k 10 "$GRAPHS_S" "$PY" -m loadtests.bench_gpu --model "$MODEL" --batch-sizes 1,64,256,512 --query-tokens 32 \
     --seconds "$ROW_SECONDS" --matmul-size 8192 --cuda-graphs both --fused-norms on --fused-rotary both --profile-batch 256 \
     --json "$OUT/gpu-fused-rotary.json" || status=1
+fi
+if [[ ",$STAGES," == *,sdpa-gqa,* ]]; then
+  echo "== stage 2d: keys and values copied out to every query head (transformers under a mask) beside handed to SDPA grouped"
+  timeout -k 10 "$GRAPHS_S" "$PY" -m loadtests.bench_gpu --model "$MODEL" --batch-sizes 1,64,256,512 --query-tokens 32 \
+    --seconds "$ROW_SECONDS" --matmul-size 8192 --cuda-graphs both --fused-norms on --sdpa-gqa both --profile-batch 256 \
+    --json "$OUT/gpu-sdpa-gqa.json" || status=1
 fi
 if [[ ",$STAGES," == *,paths,* ]]; then
   echo "== stage 3: gateway -> Ray Serve on the GPU (and the local backend beside it where PATH_SET names it)"

@@ -81,3 +81,22 @@ def test_the_bench_times_transformers_rotary_embeddings_beside_compiled_ones(tmp
     report = orjson.loads(out.read_bytes())
     assert [row["forward"] for row in report["rows"]] == ["eager", "eager, fused rotary"]
     assert all(row["tokens_per_s"] > 0 for row in report["rows"])
+
+
+def test_the_bench_times_copied_keys_beside_grouped_ones_and_puts_the_switch_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    monkeypatch.setattr(bench_gpu, "PROFILE_ROWS", 1000)  # every op listed, so the copies can be counted
+    model = build_tiny_qwen3(tmp_path / "tiny-qwen3")  # 4 query heads over 2 key/value heads
+    out = tmp_path / "gqa.json"
+    args = ["--model", str(model), "--device", "cpu", "--batch-sizes", "4", "--query-tokens", "16", "--texts", "8", "--seconds", "0.05"]
+    assert bench_gpu.FORCE_GQA_ENV not in os.environ
+    assert bench_gpu.main([*args, "--sdpa-gqa", "both", "--profile-batch", "4", "--json", str(out)]) == 0
+    report = orjson.loads(out.read_bytes())
+    assert [row["forward"] for row in report["rows"]] == ["eager", "eager, SDPA GQA"]
+    assert all(row["tokens_per_s"] > 0 for row in report["rows"])
+    # The copies are gone where SDPA takes the groups: transformers clones keys and values once a layer each.
+    clones = {forward: {op["name"]: op["calls"] for op in p["top"]}.get("aten::clone", 0) for forward, p in report["profiles"].items()}
+    layers = 2  # build_tiny_qwen3's
+    assert clones == {"eager": 2 * layers, "eager, SDPA GQA": 0}
+    assert bench_gpu.FORCE_GQA_ENV not in os.environ  # transformers reads it on every call: never left behind
