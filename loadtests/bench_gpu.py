@@ -188,6 +188,11 @@ def print_profile(forward: str, report: dict[str, Any]) -> None:
         print(f"| {row['name'][:90]} | {row['calls']} | {row['ms']:.3f} | {row['share']:.1%} |")
 
 
+def add_variant_flag(parser: argparse.ArgumentParser, flag: str, default: str, rows: str) -> None:
+    """A forward variant measured on, off, or each in turn (both): every such flag reads the same way."""
+    parser.add_argument(flag, choices=["both", "on", "off"], default=default, help=f"{rows}, or each in turn (both) [default: {default}]")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="builtin:minilm", help="any model, or random:qwen3-embedding-0.6b [default: builtin:minilm]")
@@ -199,31 +204,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=3.0, help="least measured seconds per row [default: 3]")
     parser.add_argument("--matmul-size", type=int, default=4096)
     parser.add_argument("--compile", action="store_true", help="torch.compile the model (dynamic shapes) before measuring")
-    parser.add_argument(
-        "--cuda-graphs",
-        default="both",
-        choices=["both", "on", "off"],
-        help="rows with the forward as CUDA graphs (on), eager (off), or each in turn (both) [default: both]",
+    add_variant_flag(parser, "--cuda-graphs", "both", "rows with the forward as CUDA graphs (on), eager (off)")
+    add_variant_flag(
+        parser, "--fused-norms", "off", "rows with the model's RMSNorms on torch's fused op (on), as transformers runs them (off)"
     )
-    parser.add_argument(
-        "--fused-norms",
-        default="off",
-        choices=["both", "on", "off"],
-        help="rows with the model's RMSNorms on torch's fused op (on), as transformers runs them (off), or each in turn [default: off]",
-    )
-    parser.add_argument(
+    add_variant_flag(
+        parser,
         "--fused-rotary",
-        choices=["both", "on", "off"],
-        default="off",
-        help="rows with the rotary embeddings applied by one torch.compile'd kernel a call (on), as transformers applies "
-        "them (off), or each in turn [default: off]",
+        "off",
+        "rows with the rotary embeddings applied by one torch.compile'd kernel a call (on), as transformers applies them (off)",
     )
-    parser.add_argument(
+    add_variant_flag(
+        parser,
         "--sdpa-gqa",
-        choices=["both", "on", "off"],
-        default="off",
-        help="rows with the grouped keys and values handed to SDPA as they are (on), copied out to every query head as "
-        "transformers does under a mask (off), or each in turn [default: off]",
+        "off",
+        "rows with the grouped keys and values handed to SDPA as they are (on), copied out to every query head as "
+        "transformers does under a mask (off)",
     )
     parser.add_argument(
         "--profile-batch",
