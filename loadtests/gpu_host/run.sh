@@ -101,6 +101,8 @@ if [[ ",$STAGES," == *,paths,* ]]; then
   [[ ",$PATH_SET," == *,ray-gpu-tokens-off,* ]] && path_args+=(--path ray-gpu-tokens-off="$RAY_PATH --token-matching off")
   # rotary embeddings as one compiled kernel a call (session 23; off by default until timed): PATH_SET=ray-gpu,ray-gpu-rotary
   [[ ",$PATH_SET," == *,ray-gpu-rotary,* ]] && path_args+=(--path ray-gpu-rotary="$RAY_PATH --fused-rotary on")
+  # two replicas sharing the GPU, so two processes' event loops carry the per-request work (session 24): PATH_SET=ray-gpu,ray-gpu-two
+  [[ ",$PATH_SET," == *,ray-gpu-two,* ]] && path_args+=(--path ray-gpu-two="$RAY_PATH --replica-num-gpus 0.5 --min-replicas 2 --max-replicas 2")
   # the replica tokenising on one thread, as the images had it before tokenizer_threads (session 24): PATH_SET=ray-gpu,ray-gpu-tok1
   [[ ",$PATH_SET," == *,ray-gpu-tok1,* ]] && path_args+=(--path ray-gpu-tok1="$RAY_PATH --tokenizer-threads 1")
   timeout -k 20 "$PATHS_S" "$PY" -m loadtests.bench_paths --model "$MODEL" --clients "$CLIENTS" --batch-size "$PATH_BATCH" \
