@@ -47,6 +47,7 @@ TEXTS = [
     "explain how https keeps traffic private",
 ]
 APP_METADATA = (("application", "mcp-classifier"),)
+TOKENIZER_THREADS = 2  # set on the gateway's command line, read back from the replica's forward span
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +107,8 @@ def ray_stack(
         "1",  # one replica: its Info stats see every batch
         "--categories-file",
         str(ray_categories),
+        "--tokenizer-threads",
+        str(TOKENIZER_THREADS),  # over the test session's TOKENIZERS_PARALLELISM=false: the setting reaches the replica
         "--ray-throughput-optimized" if serve_mode.throughput_optimized else "--no-ray-throughput-optimized",
         "--ray-direct-ingress" if serve_mode.direct_ingress else "--no-ray-direct-ingress",
         env=env,
@@ -253,6 +256,8 @@ def test_one_request_is_traced_across_gateway_grpc_replica_batch_and_forward(ray
     assert isinstance(forward.attributes["mcp_classifier.packed"], bool)  # packed rows or padded plan: the trace says which
     # Nothing else in flight: the replica (one CPU, one torch thread) ran this lone request on the node's idle cores too.
     assert forward.attributes["mcp_classifier.torch_threads"] == min(Settings().ray_num_cpus, os.cpu_count() or 1)
+    # The gateway's --tokenizer-threads went through the Serve config to the replica, which sized its tokenizer's pool.
+    assert forward.attributes["mcp_classifier.tokenizer_threads"] == TOKENIZER_THREADS
 
 
 def test_backend_down_answers_within_the_deadline_and_recovers_without_restart(

@@ -48,18 +48,20 @@ def use_tokenizer_threads(threads: int | None) -> None:
         os.environ[POOL_SIZE_ENV] = str(threads)
 
 
+def tokenizer_threads_in_effect() -> int | None:
+    """What this process's environment tells the tokenizer: 1 (no pool), a pool's size, or None (every CPU)."""
+    if os.environ.get(PARALLELISM_ENV, "true").strip().lower() in TOKENIZERS_FALSE:
+        return 1
+    size = os.environ.get(POOL_SIZE_ENV, "")
+    return int(size) if size.isdigit() and int(size) > 0 else None
+
+
 def apply_tokenizer_threads(setting: int, *, on_gpu: bool, model_cpus: int) -> int | None:
     """Resolve and apply the setting; on auto, an explicit ``TOKENIZERS_PARALLELISM`` in the environment wins.
 
-    Returns what applies: a thread count, or None for the pool over every CPU (also when the
-    environment decided and turned the pool on without a size).
+    Returns what applies: a thread count, or None for the pool over every CPU.
     """
-    explicit = os.environ.get(PARALLELISM_ENV)
-    if setting == AUTO and explicit is not None:
-        if explicit.strip().lower() in TOKENIZERS_FALSE:
-            return 1
-        size = os.environ.get(POOL_SIZE_ENV, "")
-        return int(size) if size.isdigit() and int(size) > 0 else None
-    threads = resolve_tokenizer_threads(setting, on_gpu=on_gpu, model_cpus=model_cpus)
-    use_tokenizer_threads(threads)
-    return threads
+    if setting == AUTO and PARALLELISM_ENV in os.environ:
+        return tokenizer_threads_in_effect()
+    use_tokenizer_threads(resolve_tokenizer_threads(setting, on_gpu=on_gpu, model_cpus=model_cpus))
+    return tokenizer_threads_in_effect()

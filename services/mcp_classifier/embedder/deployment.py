@@ -26,6 +26,7 @@ from ..api.v1 import classifier_pb2 as pb
 from ..core.build import build_classifier
 from ..core.classifier import ClassificationResult, Classifier
 from ..core.file_watch import watch_file_in_thread
+from ..core.tokenizer_threads import tokenizer_threads_in_effect
 from ..settings import Settings
 from ..telemetry import setup_tracing
 from .serve_config import DEPLOYMENT_NAME, deployment_options, replica_settings
@@ -69,6 +70,8 @@ class Embedder:
         # team per calling thread, and once a second thread has run torch with two or more threads,
         # every forward ran about twice as slow (a lone MiniLM text 10.8 against 5.4 ms).
         self._classifier = self._executor.submit(self._build_and_warm).result()
+        # Read once the model is built (it sized the tokenizer's pool): the forward span reports it, 0 for every CPU.
+        self._tokenizer_threads = tokenizer_threads_in_effect() or 0
         self._cpus = os.cpu_count() or 1  # a lone call's threads never exceed the machine's
         self._slot_chars = self._settings.batch_slot_chars
         self._max_batch_size = self._settings.batch_size
@@ -173,6 +176,7 @@ class Embedder:
             own_threads = torch.get_num_threads()
             threads = min(lone_call_threads, self._cpus)  # a lone call borrows the idle replicas' cores
             span.set_attribute("mcp_classifier.torch_threads", max(threads, own_threads))
+            span.set_attribute("mcp_classifier.tokenizer_threads", self._tokenizer_threads)
             if threads > own_threads:
                 torch.set_num_threads(threads)  # on the forward thread, the only one that runs torch: one OpenMP team
             try:
