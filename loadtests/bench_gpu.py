@@ -36,7 +36,7 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from mcp_classifier.core.cuda_graphs import row_bucket
-from mcp_classifier.core.encoder import TextEncoder
+from mcp_classifier.core.encoder import TextEncoder, pick_device
 from mcp_classifier.core.tokenizer_threads import AUTO, resolve_tokenizer_threads, use_tokenizer_threads
 
 WORDS = (
@@ -247,16 +247,16 @@ def main(argv: list[str] | None = None) -> int:
     if "on" in modes and args.device == "cpu":
         print("CUDA graphs need a CUDA device: rows with --cuda-graphs off only", file=sys.stderr)
         modes = ["off"]
+    tokenizer_pool = resolve_tokenizer_threads(
+        args.tokenizer_threads, on_gpu=pick_device(args.device).type == "cuda", model_cpus=torch.get_num_threads()
+    )
+    pool_words = f"{tokenizer_pool} threads" if tokenizer_pool else f"every CPU ({os.cpu_count()})"
+    use_tokenizer_threads(tokenizer_pool)  # before the encoder loads (it tokenises): the pool keeps the size it starts with
     encoder = TextEncoder(
         args.model, device=args.device, dtype=args.dtype, forward_overhead_tokens=1e9, pack_width=0
     )  # one forward per batch
     if args.compile:
         encoder.model = torch.compile(encoder.model, dynamic=True)
-    tokenizer_pool = resolve_tokenizer_threads(
-        args.tokenizer_threads, on_gpu=encoder.device.type == "cuda", model_cpus=torch.get_num_threads()
-    )
-    pool_words = f"{tokenizer_pool} threads" if tokenizer_pool else f"every CPU ({os.cpu_count()})"
-    use_tokenizer_threads(tokenizer_pool)  # sized before its first batch: the pool keeps the size it starts with
     params = non_embedding_params(encoder.model)
     flops = matmul_flops(encoder.device, encoder.dtype, args.matmul_size if encoder.device.type == "cuda" else 1024)
     floor = flops / (2 * params)

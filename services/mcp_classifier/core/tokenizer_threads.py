@@ -61,7 +61,6 @@ def apply_tokenizer_threads(setting: int, *, on_gpu: bool, model_cpus: int) -> i
 
     Returns what applies: a thread count, or None for the pool over every CPU.
     """
-    if setting == AUTO and PARALLELISM_ENV in os.environ:
-        return tokenizer_threads_in_effect()
-    use_tokenizer_threads(resolve_tokenizer_threads(setting, on_gpu=on_gpu, model_cpus=model_cpus))
+    if setting != AUTO or PARALLELISM_ENV not in os.environ:
+        use_tokenizer_threads(resolve_tokenizer_threads(setting, on_gpu=on_gpu, model_cpus=model_cpus))
     return tokenizer_threads_in_effect()
