@@ -58,6 +58,7 @@ def build_local_backend(settings: Settings) -> LocalBatchingBackend:
         categories_file=settings.categories_file,
         batch_size=settings.batch_size,
         batch_window_ms=settings.batch_window_ms,
+        batch_regroup_wait=settings.batch_regroup_wait,
         max_queue=settings.max_queue,
         request_timeout_s=settings.request_timeout_s,
     )
@@ -81,6 +82,7 @@ def build_grpc_backend(settings: Settings, target: str, *, embedded: bool = Fals
         max_attempts=settings.grpc_max_attempts,
         batch_size=settings.batch_size,
         batch_window_ms=settings.batch_window_ms,
+        batch_regroup_wait=settings.batch_regroup_wait,
         max_queue=settings.max_queue,
         max_concurrent_batches=settings.max_concurrent_batches,
         replicas=replicas,

@@ -87,6 +87,7 @@ GATEWAY_CONFIG_FLAGS = {
     "requestTimeoutS": "--request-timeout-s",
     "maxQueue": "--max-queue",
     "batchWindowMs": "--batch-window-ms",
+    "batchRegroupWait": "--batch-regroup-wait",
     "maxConcurrentBatches": "--max-concurrent-batches",
     "grpcMaxAttempts": "--grpc-max-attempts",
     "cache": "--cache",

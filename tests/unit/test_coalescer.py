@@ -1,4 +1,5 @@
-"""Batch formation in the coalescer: whole queues for one slot, even shares for several.
+"""Batch formation in the coalescer: whole queues for one slot, even shares for several, and a
+crowd answered together regrouped into one batch.
 
 The batch function here is an async stand-in for the model (it sleeps in proportion to its
 batch): the coalescer's scheduling is the code under test, and it is the same whatever runs
@@ -8,6 +9,8 @@ the batches.
 from __future__ import annotations
 
 import asyncio
+
+import pytest
 
 from mcp_classifier.backend.coalescer import RequestCoalescer
 from mcp_classifier.core.results import ClassificationResult
@@ -19,7 +22,7 @@ def _result(text: str) -> ClassificationResult:
     )
 
 
-async def _run(slots: int, requests: int, rounds: int = 1) -> list[tuple[int, int]]:
+async def _run(slots: int, requests: int, rounds: int = 1, regroup_wait: float = 0.0) -> list[tuple[int, int]]:
     """(batch size, batches running when it started) for every batch."""
     batches: list[tuple[int, int]] = []
     running = 0
@@ -33,7 +36,13 @@ async def _run(slots: int, requests: int, rounds: int = 1) -> list[tuple[int, in
         return [_result(t) for t in texts]
 
     coalescer = RequestCoalescer(
-        model_stand_in, batch_size=32, batch_window_ms=5.0, max_queue=1024, request_timeout_s=10.0, max_concurrent_batches=slots
+        model_stand_in,
+        batch_size=32,
+        batch_window_ms=5.0,
+        max_queue=1024,
+        request_timeout_s=10.0,
+        max_concurrent_batches=slots,
+        regroup_wait=regroup_wait,
     )
     coalescer.start()
 
@@ -55,17 +64,76 @@ def test_one_slot_takes_the_whole_queue() -> None:
     assert all(concurrent == 1 for _, concurrent in batches)
 
 
-def test_two_slots_split_a_crowd_evenly_and_run_side_by_side() -> None:
-    batches = asyncio.run(_run(slots=2, requests=32))
+@pytest.mark.parametrize("regroup_wait", [0.0, 1.0])
+def test_two_slots_split_a_crowd_evenly_and_run_side_by_side(regroup_wait: float) -> None:
+    batches = asyncio.run(_run(slots=2, requests=32, regroup_wait=regroup_wait))
     assert [size for size, _ in batches[:2]] == [16, 16]  # not 32 and then nothing
     assert batches[1][1] == 2  # the second started while the first ran
 
 
-def test_two_slots_stay_balanced_under_closed_loop_load() -> None:
+@pytest.mark.parametrize("regroup_wait", [0.0, 1.0])
+def test_two_slots_stay_balanced_under_closed_loop_load(regroup_wait: float) -> None:
     """Clients that resend at once: without even shares one slot takes the whole crowd every
-    round and the other idles (or runs batches of 1-2), so the model threads never overlap."""
-    batches = asyncio.run(_run(slots=2, requests=32, rounds=8))
+    round and the other idles (or runs batches of 1-2), so the model threads never overlap.
+    Regrouping is for one slot only: with two, the other batch keeps the model busy."""
+    batches = asyncio.run(_run(slots=2, requests=32, rounds=8, regroup_wait=regroup_wait))
     overlapping = sum(1 for _, concurrent in batches if concurrent == 2)
     assert overlapping >= len(batches) // 2, batches
     sizes = [size for size, _ in batches]
     assert sum(sizes) / len(sizes) >= 8, sizes
+
+
+async def _staggered_crowd(
+    regroup_wait: float, *, clients: int, rounds: int, batch_s: float, per_text_s: float, stagger_s: float, lone_rounds: int = 0
+) -> tuple[list[int], list[float]]:
+    """Closed-loop clients answered in one batch come back one after another (client k after k x
+    ``stagger_s``), as a server writes a crowd's answers in turn and reads their next requests.
+    Then client 0 goes on alone for ``lone_rounds``. Returns every batch's size, and the lone
+    requests' latencies."""
+    sizes: list[int] = []
+    lone_latencies: list[float] = []
+
+    async def model_stand_in(texts: list[str], _contexts: list) -> list[ClassificationResult]:
+        sizes.append(len(texts))
+        await asyncio.sleep(batch_s + per_text_s * len(texts))
+        return [_result(t) for t in texts]
+
+    coalescer = RequestCoalescer(
+        model_stand_in, batch_size=32, batch_window_ms=0.0, max_queue=1024, request_timeout_s=10.0, regroup_wait=regroup_wait
+    )
+    coalescer.start()
+    loop = asyncio.get_running_loop()
+
+    async def client(k: int) -> None:
+        for r in range(rounds):
+            await coalescer.submit([f"text {k}/{r}"])
+            await asyncio.sleep(stagger_s * k)
+
+    try:
+        await asyncio.gather(*(client(k) for k in range(clients)))
+        for r in range(lone_rounds):
+            started = loop.time()
+            await coalescer.submit([f"lone {r}"])
+            lone_latencies.append(loop.time() - started)
+    finally:
+        await coalescer.close()
+    return sizes, lone_latencies
+
+
+def test_one_slot_regroups_a_crowd_answered_together() -> None:
+    """Without regrouping, the first caller back starts a batch alone and the rest queue behind
+    it: the batches split the crowd from then on. With it, every round is one batch of all 32."""
+    crowd = {"clients": 32, "rounds": 6, "batch_s": 0.004, "per_text_s": 0.002, "stagger_s": 0.0005}
+    split, _ = asyncio.run(_staggered_crowd(0.0, **crowd))
+    regrouped, _ = asyncio.run(_staggered_crowd(0.25, **crowd))
+    assert min(split) < 16, split  # the scenario does split a crowd when nothing regroups it
+    assert regrouped == [32] * 6, regrouped
+
+
+def test_a_lone_caller_never_waits_and_the_crowd_figure_follows_callers_who_leave() -> None:
+    """After a crowd, the one caller left pays at most one bounded wait for the others; then the
+    crowd is one, and no request waits: each takes about one batch (0.1 s), not two."""
+    sizes, lone = asyncio.run(_staggered_crowd(1.0, clients=32, rounds=2, batch_s=0.1, per_text_s=0.001, stagger_s=0.0, lone_rounds=5))
+    assert sizes[:2] == [32, 32]
+    assert lone[0] < 0.1 + 0.132 + 0.1  # a lone batch, at most one wait of the last batch's time, slack
+    assert all(latency < 0.17 for latency in lone[1:]), lone  # a wait would make it 0.2 s or more
