@@ -123,9 +123,10 @@ async def _staggered_crowd(
 def test_one_slot_regroups_a_crowd_answered_together() -> None:
     """Without regrouping, the first caller back starts a batch alone and the rest queue behind
     it: the batches split the crowd from then on. With it, every round is one batch of all 32."""
-    crowd = {"clients": 32, "rounds": 6, "batch_s": 0.004, "per_text_s": 0.002, "stagger_s": 0.0005}
+    # The crowd comes back over 31 x 0.3 = 9.3 ms; a regroup wait of half a 68 ms batch leaves it 25 ms to spare.
+    crowd = {"clients": 32, "rounds": 6, "batch_s": 0.004, "per_text_s": 0.002, "stagger_s": 0.0003}
     split, _ = asyncio.run(_staggered_crowd(0.0, **crowd))
-    regrouped, _ = asyncio.run(_staggered_crowd(0.25, **crowd))
+    regrouped, _ = asyncio.run(_staggered_crowd(0.5, **crowd))
     assert min(split) < 16, split  # the scenario does split a crowd when nothing regroups it
     assert regrouped == [32] * 6, regrouped
 
