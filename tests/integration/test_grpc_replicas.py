@@ -97,13 +97,16 @@ def test_calls_spread_over_the_listed_replicas_and_follow_the_list_as_it_changes
             assert backend.addresses == tuple(sorted([a.address, b.address]))
             first = await served_by(backend, 20)
             assert len(set(first)) == 1 and first[0] in {"a", "b"}, first  # one call at a time: the warm replica keeps them
-            warm, other = (a, b) if first[0] == "a" else (b, a)
             held = asyncio.create_task(backend.classify([HELD + "a long batch"]))
-            while warm.holding == 0:
-                await asyncio.sleep(0.01)
-            assert set(await served_by(backend, 5)) == {other.name}  # the warm one busy: the idle one takes the calls
-            warm.release.set()
-            assert (await held)[0].category == warm.name
+            # Whichever replica took the long batch (the warm one, unless a slow box made a refresh or a
+            # failover pick the other): bounded, so a lost call fails here instead of hanging the run.
+            async with asyncio.timeout(10):
+                while a.holding + b.holding == 0:
+                    await asyncio.sleep(0.01)
+            busy, idle = (a, b) if a.holding else (b, a)
+            assert set(await served_by(backend, 5)) == {idle.name}  # one busy: the idle one takes the calls
+            busy.release.set()
+            assert (await held)[0].category == busy.name
 
             listing[:] = [c.address]  # a scale-down and a replacement elsewhere
             await asyncio.sleep(REFRESH_S * 6)
@@ -129,8 +132,9 @@ def test_calls_go_to_the_idle_replica_while_the_other_is_busy_with_a_long_batch(
         try:
             await served_by(backend, 4)
             long_batch = asyncio.create_task(backend.classify([HELD + "a long batch"]))
-            while a.holding + b.holding == 0:
-                await asyncio.sleep(0.01)
+            async with asyncio.timeout(10):  # a lost call fails here instead of hanging the run
+                while a.holding + b.holding == 0:
+                    await asyncio.sleep(0.01)
             busy, idle = (a, b) if a.holding else (b, a)
             assert backend.calls_in_flight == {busy.address: 1, idle.address: 0}  # what /health shows
             served = await asyncio.wait_for(served_by(backend, 12), timeout=3.0)
@@ -157,11 +161,13 @@ def test_a_lone_call_offers_its_replica_the_idle_cores_and_the_calls_made_meanwh
             warm = a if served[0] == "a" else b
             assert warm.lone_call_threads == [2, 2, 2]
             lone = asyncio.create_task(backend.classify([HELD + "a lone call"]))
-            while warm.holding == 0:
-                await asyncio.sleep(0.01)
+            async with asyncio.timeout(10):  # a call that went elsewhere fails here instead of hanging the run
+                while warm.holding == 0:
+                    await asyncio.sleep(0.01)
             meanwhile = asyncio.create_task(backend.classify(["made while the lone call runs"]))
-            while len(warm.lone_call_threads) < 5:
-                await asyncio.sleep(0.01)
+            async with asyncio.timeout(10):
+                while len(warm.lone_call_threads) < 5:
+                    await asyncio.sleep(0.01)
             assert warm.lone_call_threads[3:] == [2, 0]  # the follower on the same replica, on its own threads
             warm.release.set()
             assert (await meanwhile)[0].category == warm.name and (await lone)[0].category == warm.name
