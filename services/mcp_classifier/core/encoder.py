@@ -20,6 +20,7 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from . import fused_rotary as rotary_swap
 from .batch_plan import plan_cost, plan_sub_batches
+from .cpu_features import amx_bf16_available
 from .cuda_graphs import WARM_WIDTHS, Capture, GraphedForward
 from .fused_norms import fuse_rms_norms, unfuse_rms_norms
 from .packing import PackedBatch, Pooling, attention_mask, pack, packed_cost, pool_packed, split_calls
@@ -143,6 +144,11 @@ class TextEncoder:
         path = resolve_model_path(model)
         self.device = pick_device(device)
         self.dtype = pick_dtype(dtype, self.device)
+        if dtype == "auto" and self.device.type == "cpu" and amx_bf16_available():
+            log.info(
+                "this CPU multiplies bf16 in hardware (AMX): --dtype bfloat16 runs batches about 1.5x faster than "
+                "the fp32 default, at the price of answers that move slightly with what a text is batched with"
+            )
         local_only = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0") or Path(path).is_dir()
         try:
             if is_random_model(model):
