@@ -10,7 +10,9 @@ Measures first, in this process and before any server starts:
     these texts, so a path's share of it is what the serving layer itself costs.
 Then, for each path (a real `serve` process each, cache off), wrk at every client level: req/s,
 its share of the floor, p50/p99 and errors; and a second table of what a lone request adds to
-the raw lone text. Paths are `serve` flag sets (``--path NAME='FLAGS'``), so a lever is measured
+the raw lone text. The three in-process figures are measured once per dtype the paths run in
+(``--dtype`` in a path's flags, else the default), and each path is read against its own: a
+bf16 path against an fp32 floor would credit the serving layer with the model's speed-up. Paths are `serve` flag sets (``--path NAME='FLAGS'``), so a lever is measured
 by running the same path with and without its flag, side by side.
 
 Targets (issue 15, builtin:minilm, 2 cores, load generator included): Ray at 32 clients >= 0.70 of
@@ -31,17 +33,18 @@ import os
 import shlex
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import orjson
 
-from loadtests.harness.floor import measure_arrival_order, measure_lone, measure_raw
+from loadtests.harness.floor import RawResult, measure_arrival_order, measure_lone, measure_raw
 from loadtests.harness.loadgen import HttpResult, client_levels
 from loadtests.harness.queries import TEXTS
 from loadtests.harness.servers import Server
 from loadtests.harness.tables import fmt
 from loadtests.harness.wrk import Wrk, wrk_available
+from mcp_classifier.core.encoder import pick_device, pick_dtype
 from mcp_classifier.settings import Settings
 
 DEFAULT_PATHS = {"local": "--backend local", "ray": "--backend ray"}
@@ -56,9 +59,48 @@ def path_spec(value: str) -> tuple[str, str]:
     return name, flags
 
 
-def backend_of(flags: str) -> str:
+def flag_value(flags: str, name: str) -> str | None:
+    """The value of ``--name X`` or ``--name=X`` in a path's serve flags (the last one wins, as in argparse)."""
+    value = None
     words = shlex.split(flags)
-    return words[words.index("--backend") + 1] if "--backend" in words else "local"
+    for i, word in enumerate(words):
+        if word == name and i + 1 < len(words):
+            value = words[i + 1]
+        elif word.startswith(name + "="):
+            value = word.partition("=")[2]
+    return value
+
+
+def backend_of(flags: str) -> str:
+    return flag_value(flags, "--backend") or "local"
+
+
+def dtype_of(flags: str, device: str) -> str:
+    """The dtype a path's model runs in, resolved as the encoder resolves it (auto: fp32 on CPU, bf16/fp16 on CUDA)."""
+    asked = flag_value(flags, "--dtype") or Settings().dtype
+    return str(pick_dtype(asked, pick_device(device))).removeprefix("torch.")
+
+
+@dataclass
+class Reference:
+    """The in-process figures paths in one dtype are read against: the floor, the raw lone text, the ceilings."""
+
+    dtype: str
+    floor: float
+    lone_ms: float
+    ceilings: dict[int, float]
+    raw: list[RawResult]
+
+
+def measure_reference(dtype: str, texts: list[str], args: argparse.Namespace) -> Reference:
+    settings = Settings(batch_size=args.batch_size, model=args.model, device=args.device, dtype=dtype)
+    print(f"{args.model} ({dtype}) floor over {len(texts)} texts, {os.cpu_count()} CPUs", file=sys.stderr)
+    raw = measure_raw(settings, texts, args.raw_seconds)
+    floor = max(r.texts_per_s for r in raw[:2])
+    lone_ms = measure_lone(settings, texts)
+    print(f"  raw lone text: {lone_ms:.1f} ms", file=sys.stderr)
+    ceilings = measure_arrival_order(settings, texts, [arrival_batch(c, args.batch_size) for c in args.clients], args.raw_seconds)
+    return Reference(dtype, floor, lone_ms, ceilings, raw)
 
 
 def run_path(name: str, flags: str, wrk: Wrk, args: argparse.Namespace) -> list[HttpResult]:
@@ -88,40 +130,49 @@ def arrival_batch(clients: int, batch_size: int) -> int:
     return min(clients, batch_size)
 
 
-def render(floor: float, lone_ms: float, ceilings: dict[int, float], batch_size: int, runs: dict[str, tuple[str, list[HttpResult]]]) -> str:
-    def share_of_ceiling(r: HttpResult) -> float | None:
-        ceiling = ceilings.get(arrival_batch(r.clients, batch_size))
+def render(references: dict[str, Reference], batch_size: int, runs: dict[str, tuple[str, str, list[HttpResult]]]) -> str:
+    """Both tables; every path's shares and lone figure are of the reference in its own dtype."""
+
+    def share_of_ceiling(ref: Reference, r: HttpResult) -> float | None:
+        ceiling = ref.ceilings.get(arrival_batch(r.clients, batch_size))
         return r.rps / ceiling if ceiling else None
 
-    ceiling_line = ", ".join(f"{size}: {rate:.1f}" for size, rate in sorted(ceilings.items()))
-    lines = [
-        f"raw floor {floor:.1f} texts/s (batched, length-sorted); raw lone text {lone_ms:.1f} ms (median)",
-        f"arrival-order ceiling, texts/s by batch size (unsorted, as clients send them): {ceiling_line}",
+    lines = []
+    for ref in references.values():
+        ceiling_line = ", ".join(f"{size}: {rate:.1f}" for size, rate in sorted(ref.ceilings.items()))
+        lines += [
+            f"{ref.dtype}: raw floor {ref.floor:.1f} texts/s (batched, length-sorted); raw lone text {ref.lone_ms:.1f} ms (median)",
+            f"{ref.dtype}: arrival-order ceiling, texts/s by batch size (unsorted, as clients send them): {ceiling_line}",
+        ]
+    lines += [
         "",
-        "| path | clients | req/s | share of floor | share of arrival-order ceiling | p50 ms | p99 ms | errors | CPU % server / wrk / other |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| path | dtype | clients | req/s | share of its floor | share of arrival-order ceiling | p50 ms | p99 ms | errors | CPU % server / wrk / other |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
-    for name, (_, results) in runs.items():
+    for name, (_, dtype, results) in runs.items():
+        ref = references[dtype]
         for r in results:
             cpu = f"{fmt(r.server_cpu_pct, 0)} / {fmt(r.loadgen_cpu_pct, 0)} / {fmt(r.other_cpu_pct, 0)}"
             lines.append(
-                f"| {name} | {r.clients} | {r.rps:.1f} | {r.rps / floor:.2f} | {fmt(share_of_ceiling(r), 2)} | {r.p50_ms:.1f} | "
-                f"{r.p99_ms:.1f} | {r.failures} | {cpu} |"
+                f"| {name} | {dtype} | {r.clients} | {r.rps:.1f} | {r.rps / ref.floor:.2f} | {fmt(share_of_ceiling(ref, r), 2)} | "
+                f"{r.p50_ms:.1f} | {r.p99_ms:.1f} | {r.failures} | {cpu} |"
             )
-    ceiling32 = ceilings.get(arrival_batch(32, batch_size))
     lines += [
         "",
-        "| path | target share at 32 | share at 32 | ceiling's share of the floor at 32 | lone p50 ms | added to raw lone | target added |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| path | dtype | target share at 32 | share at 32 | ceiling's share of the floor at 32 | lone p50 ms | added to raw lone | target added |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for name, (backend, results) in runs.items():
+    for name, (backend, dtype, results) in runs.items():
+        ref = references[dtype]
+        ceiling32 = ref.ceilings.get(arrival_batch(32, batch_size))
         by_clients = {r.clients: r for r in results}
         at32 = by_clients.get(32)
         lone = by_clients.get(1)
         lines.append(
-            f"| {name} | {THROUGHPUT_TARGETS.get(backend, float('nan')):.2f} | {fmt(at32.rps / floor if at32 else None, 2)} | "
-            f"{fmt(ceiling32 / floor if ceiling32 else None, 2)} | "
-            f"{fmt(lone.p50_ms if lone else None)} | {fmt(lone.p50_ms - lone_ms if lone else None)} | +{LONE_TARGETS_MS.get(backend, float('nan')):g} |"
+            f"| {name} | {dtype} | {THROUGHPUT_TARGETS.get(backend, float('nan')):.2f} | {fmt(at32.rps / ref.floor if at32 else None, 2)} | "
+            f"{fmt(ceiling32 / ref.floor if ceiling32 else None, 2)} | "
+            f"{fmt(lone.p50_ms if lone else None)} | {fmt(lone.p50_ms - ref.lone_ms if lone else None)} | "
+            f"+{LONE_TARGETS_MS.get(backend, float('nan')):g} |"
         )
     return "\n".join(lines)
 
@@ -143,30 +194,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     paths = dict(args.path) if args.path else DEFAULT_PATHS
     texts = list(TEXTS)
-    settings = Settings(batch_size=args.batch_size, model=args.model, device=args.device)
-    print(f"{args.model} floor over {len(texts)} texts, {os.cpu_count()} CPUs", file=sys.stderr)
-    raw = measure_raw(settings, texts, args.raw_seconds)
-    floor = max(r.texts_per_s for r in raw[:2])
-    lone_ms = measure_lone(settings, texts)
-    print(f"  raw lone text: {lone_ms:.1f} ms", file=sys.stderr)
-    ceilings = measure_arrival_order(settings, texts, [arrival_batch(c, args.batch_size) for c in args.clients], args.raw_seconds)
+    dtypes = {name: dtype_of(flags, args.device) for name, flags in paths.items()}
+    references = {dtype: measure_reference(dtype, texts, args) for dtype in dict.fromkeys(dtypes.values())}
     wrk = Wrk(texts)
-    runs = {name: (backend_of(flags), run_path(name, flags, wrk, args)) for name, flags in paths.items()}
+    runs = {name: (backend_of(flags), dtypes[name], run_path(name, flags, wrk, args)) for name, flags in paths.items()}
     print()
-    print(render(floor, lone_ms, ceilings, args.batch_size, runs))
+    print(render(references, args.batch_size, runs))
     if args.json:
+        first = next(iter(references.values()))
         payload = {
-            "floor_texts_per_s": floor,
-            "raw_lone_ms": lone_ms,
-            "arrival_order_texts_per_s": {str(size): rate for size, rate in ceilings.items()},
-            "raw": [asdict(r) for r in raw],
+            # the first dtype's figures at the top level, as before; every dtype's under "references"
+            "floor_texts_per_s": first.floor,
+            "raw_lone_ms": first.lone_ms,
+            "arrival_order_texts_per_s": {str(size): rate for size, rate in first.ceilings.items()},
+            "raw": [asdict(r) for r in first.raw],
+            "references": {
+                dtype: {
+                    "floor_texts_per_s": ref.floor,
+                    "raw_lone_ms": ref.lone_ms,
+                    "arrival_order_texts_per_s": {str(size): rate for size, rate in ref.ceilings.items()},
+                    "raw": [asdict(r) for r in ref.raw],
+                }
+                for dtype, ref in references.items()
+            },
             "paths": {
-                name: {"flags": paths[name], "backend": backend, "results": [asdict(r) for r in results]}
-                for name, (backend, results) in runs.items()
+                name: {"flags": paths[name], "backend": backend, "dtype": dtype, "results": [asdict(r) for r in results]}
+                for name, (backend, dtype, results) in runs.items()
             },
         }
         args.json.write_bytes(orjson.dumps(payload, option=orjson.OPT_INDENT_2))
-    return 0 if all(r.failures == 0 for _, results in runs.values() for r in results) else 1
+    return 0 if all(r.failures == 0 for _, _, results in runs.values() for r in results) else 1
 
 
 if __name__ == "__main__":

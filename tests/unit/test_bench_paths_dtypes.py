@@ -1,0 +1,52 @@
+"""The paths bench reads each path against the floor of the dtype it runs in (pure table rules, no servers)."""
+
+from __future__ import annotations
+
+import pytest
+
+from loadtests.bench_paths import Reference, dtype_of, flag_value, render
+from loadtests.harness.loadgen import HttpResult
+
+
+def result(clients: int, rps: float, p50_ms: float) -> HttpResult:
+    return HttpResult(
+        name=f"wrk {clients}", clients=clients, ok=100, failures=0, seconds=8.0, rps=rps, p50_ms=p50_ms, p95_ms=p50_ms, p99_ms=p50_ms
+    )
+
+
+@pytest.mark.parametrize(
+    ("flags", "name", "value"),
+    [
+        ("--backend ray --dtype bfloat16", "--dtype", "bfloat16"),
+        ("--dtype=float16 --backend=ray", "--backend", "ray"),
+        ("--dtype float32 --dtype bfloat16", "--dtype", "bfloat16"),  # the last one wins, as in argparse
+        ("--backend ray", "--dtype", None),
+    ],
+)
+def test_a_flag_is_read_in_both_spellings(flags: str, name: str, value: str | None) -> None:
+    assert flag_value(flags, name) == value
+
+
+def test_a_path_without_dtype_runs_in_the_cpu_default_and_an_asked_one_in_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MCP_CLASSIFIER_DTYPE", raising=False)
+    assert dtype_of("--backend ray", "cpu") == "float32"
+    assert dtype_of("--backend local --dtype bfloat16", "cpu") == "bfloat16"
+
+
+def test_each_path_s_share_and_lone_figure_are_of_its_own_dtype_s_reference() -> None:
+    references = {
+        "float32": Reference("float32", floor=400.0, lone_ms=8.0, ceilings={1: 100.0, 32: 320.0}, raw=[]),
+        "bfloat16": Reference("bfloat16", floor=600.0, lone_ms=6.0, ceilings={1: 120.0, 32: 480.0}, raw=[]),
+    }
+    runs = {
+        "local": ("local", "float32", [result(1, 90.0, 10.0), result(32, 300.0, 100.0)]),
+        "local-bf16": ("local", "bfloat16", [result(1, 110.0, 9.0), result(32, 450.0, 70.0)]),
+    }
+    table = render(references, 32, runs)
+    rows = {line.split(" | ")[0].strip("| "): line for line in table.splitlines() if line.startswith("| local") and "| 32 |" in line}
+    assert "| 0.75 |" in rows["local"] and "| 0.94 |" in rows["local"]  # 300/400 of the floor, 300/320 of the ceiling
+    assert "| 0.75 |" in rows["local-bf16"] and "| 0.94 |" in rows["local-bf16"]  # 450/600 and 450/480, not 450/400
+    summary = [line for line in table.splitlines() if line.startswith("| local") and "| +3 |" in line]
+    assert any("| float32 |" in line and "| 2.0 |" in line for line in summary)  # 10.0 - 8.0
+    assert any("| bfloat16 |" in line and "| 3.0 |" in line for line in summary)  # 9.0 - 6.0
+    assert "bfloat16: raw floor 600.0" in table and "float32: raw floor 400.0" in table
