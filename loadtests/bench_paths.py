@@ -12,8 +12,9 @@ Then, for each path (a real `serve` process each, cache off), wrk at every clien
 its share of the floor, p50/p99 and errors; and a second table of what a lone request adds to
 the raw lone text. The three in-process figures are measured once per dtype the paths run in
 (``--dtype`` in a path's flags, else the default), and each path is read against its own: a
-bf16 path against an fp32 floor would credit the serving layer with the model's speed-up. Paths are `serve` flag sets (``--path NAME='FLAGS'``), so a lever is measured
-by running the same path with and without its flag, side by side.
+bf16 path against an fp32 floor would credit the serving layer with the model's speed-up.
+Paths are `serve` flag sets (``--path NAME='FLAGS'``), so a lever is measured by running the
+same path with and without its flag, side by side.
 
 Targets (issue 15, builtin:minilm, 2 cores, load generator included): Ray at 32 clients >= 0.70 of
 the floor, local >= 0.80; a lone request adds <= 3 ms (local) and <= 10 ms (Ray); 0 errors.
@@ -44,6 +45,7 @@ from loadtests.harness.queries import TEXTS
 from loadtests.harness.servers import Server
 from loadtests.harness.tables import fmt
 from loadtests.harness.wrk import Wrk, wrk_available
+from mcp_classifier.cli import build_parser, settings_from_args
 from mcp_classifier.core.encoder import pick_device, pick_dtype
 from mcp_classifier.settings import Settings
 
@@ -59,26 +61,19 @@ def path_spec(value: str) -> tuple[str, str]:
     return name, flags
 
 
-def flag_value(flags: str, name: str) -> str | None:
-    """The value of ``--name X`` or ``--name=X`` in a path's serve flags (the last one wins, as in argparse)."""
-    value = None
-    words = shlex.split(flags)
-    for i, word in enumerate(words):
-        if word == name and i + 1 < len(words):
-            value = words[i + 1]
-        elif word.startswith(name + "="):
-            value = word.partition("=")[2]
-    return value
+def path_settings(flags: str) -> Settings:
+    """The settings a path's `serve` process starts with: its flags read by serve's own parser, over env and defaults."""
+    return settings_from_args(build_parser().parse_args(["serve", *shlex.split(flags)]))
 
 
 def backend_of(flags: str) -> str:
-    return flag_value(flags, "--backend") or "local"
+    return path_settings(flags).backend
 
 
-def dtype_of(flags: str, device: str) -> str:
-    """The dtype a path's model runs in, resolved as the encoder resolves it (auto: fp32 on CPU, bf16/fp16 on CUDA)."""
-    asked = flag_value(flags, "--dtype") or Settings().dtype
-    return str(pick_dtype(asked, pick_device(device))).removeprefix("torch.")
+def dtype_of(flags: str) -> str:
+    """The dtype a path's model runs in, resolved as its encoder resolves it (auto: fp32 on CPU, bf16/fp16 on CUDA)."""
+    settings = path_settings(flags)
+    return str(pick_dtype(settings.dtype, pick_device(settings.device))).removeprefix("torch.")
 
 
 @dataclass
@@ -194,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     paths = dict(args.path) if args.path else DEFAULT_PATHS
     texts = list(TEXTS)
-    dtypes = {name: dtype_of(flags, args.device) for name, flags in paths.items()}
+    dtypes = {name: dtype_of(flags) for name, flags in paths.items()}
     references = {dtype: measure_reference(dtype, texts, args) for dtype in dict.fromkeys(dtypes.values())}
     wrk = Wrk(texts)
     runs = {name: (backend_of(flags), dtypes[name], run_path(name, flags, wrk, args)) for name, flags in paths.items()}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loadtests.bench_paths import Reference, dtype_of, flag_value, render
+from loadtests.bench_paths import Reference, dtype_of, path_settings, render
 from loadtests.harness.loadgen import HttpResult
 
 
@@ -17,20 +17,22 @@ def result(clients: int, rps: float, p50_ms: float) -> HttpResult:
 @pytest.mark.parametrize(
     ("flags", "name", "value"),
     [
-        ("--backend ray --dtype bfloat16", "--dtype", "bfloat16"),
-        ("--dtype=float16 --backend=ray", "--backend", "ray"),
-        ("--dtype float32 --dtype bfloat16", "--dtype", "bfloat16"),  # the last one wins, as in argparse
-        ("--backend ray", "--dtype", None),
+        ("--backend ray --dtype bfloat16", "dtype", "bfloat16"),
+        ("--dtype=float16 --backend=ray", "backend", "ray"),
+        ("--dtype float32 --dtype bfloat16", "dtype", "bfloat16"),  # the last one wins, as in argparse
+        ("--backend ray", "dtype", "auto"),  # not given: the default, as serve would start with
+        ("--dtype bfloat16", "backend", "ray"),  # serve's default backend is Ray, not local
     ],
 )
-def test_a_flag_is_read_in_both_spellings(flags: str, name: str, value: str | None) -> None:
-    assert flag_value(flags, name) == value
+def test_a_flag_is_read_in_both_spellings(flags: str, name: str, value: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MCP_CLASSIFIER_DTYPE", raising=False)
+    assert getattr(path_settings(flags), name) == value
 
 
 def test_a_path_without_dtype_runs_in_the_cpu_default_and_an_asked_one_in_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MCP_CLASSIFIER_DTYPE", raising=False)
-    assert dtype_of("--backend ray", "cpu") == "float32"
-    assert dtype_of("--backend local --dtype bfloat16", "cpu") == "bfloat16"
+    assert dtype_of("--backend ray --device cpu") == "float32"
+    assert dtype_of("--backend local --device cpu --dtype bfloat16") == "bfloat16"
 
 
 def test_each_path_s_share_and_lone_figure_are_of_its_own_dtype_s_reference() -> None:

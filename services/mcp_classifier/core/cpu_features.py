@@ -5,9 +5,9 @@ On AMX cores oneDNN runs a bf16 linear layer on the tile unit: MiniLM's batched 
 1388 of 1389 labelled queries (docs/loadtest/paths.md, session 26). fp32 stays the CPU default all
 the same: in bf16 a text's confidence moves a little (90th percentile 0.004 on 240 router queries, the
 odd borderline one by ~0.1) and with the texts it is batched with, where fp32 answers agree to 1e-5
-however a batch is made. CPUs without AMX were not
-measured here, so the suggestion is made only where the flag is. It is read from the kernel's
-/proc/cpuinfo (Linux, where the service runs): torch has no public check for it.
+however a batch is made. CPUs without AMX were not measured here, so the suggestion is made
+only where the flag is. It is read from the kernel's /proc/cpuinfo (Linux, where the service
+runs): torch has no public check for it.
 """
 
 from __future__ import annotations
