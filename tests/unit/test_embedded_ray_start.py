@@ -1,4 +1,4 @@
-"""The embedded Ray node's start: one more try where the first timed out, and ports picked beforehand that Ray never wants.
+"""The embedded Ray node's start: one more try where the first timed out, and ports picked beforehand that nothing else takes.
 
 Fakes stand in for ray.init and ray.shutdown: what is checked is the retry rule itself (a real start
 that times out cannot be provoked on demand; every real start runs in the Ray tests, tests/e2e).
@@ -109,7 +109,7 @@ class KernelHandsOut:
 def test_a_port_picked_before_ray_starts_is_never_one_ray_binds_itself(monkeypatch: pytest.MonkeyPatch) -> None:
     kernel = KernelHandsOut([52365, 41234])
     monkeypatch.setattr(local_cluster.socket, "socket", kernel.socket)
-    assert local_cluster.free_port() == 41234
+    assert local_cluster.kernel_port() == 41234
     assert kernel.closed == 2  # both sockets released once the port is chosen
 
 
@@ -118,3 +118,67 @@ def test_a_free_port_is_really_free() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", port))
     assert port not in local_cluster.RAY_DEFAULT_PORTS
+
+
+def _free_pair_in_window() -> int:
+    """A port p in the picked window with p and p + 1 both free on every address (real sockets)."""
+    for port in range(local_cluster.PICKED_PORTS.start, local_cluster.PICKED_PORTS.stop - 1):
+        if local_cluster.bindable_everywhere(port) and local_cluster.bindable_everywhere(port + 1):
+            return port
+    pytest.fail("no two free neighbouring ports in the picked window")
+
+
+def test_an_outgoing_connection_holds_an_ephemeral_port_on_every_address() -> None:
+    """Why ports are picked below the ephemeral range: any connection Ray opens may be handed one of those ports."""
+    with socket.create_server(("127.0.0.1", 0)) as server, socket.create_connection(server.getsockname()) as client:
+        taken = client.getsockname()[1]
+        assert taken >= local_cluster.ephemeral_low()
+        assert not local_cluster.bindable_everywhere(taken)
+
+
+def test_a_picked_port_is_below_the_ephemeral_range_and_free_on_every_address() -> None:
+    for _ in range(20):
+        port = local_cluster.free_port()
+        assert port in local_cluster.PICKED_PORTS
+        assert port < local_cluster.ephemeral_low()
+        assert port not in local_cluster.RAY_DEFAULT_PORTS
+        with socket.socket() as sock:
+            sock.bind(("0.0.0.0", port))
+
+
+def test_a_port_held_on_one_address_is_passed_over() -> None:
+    held = _free_pair_in_window()
+    with socket.create_server(("127.0.0.1", held)):
+        assert not local_cluster.bindable_everywhere(held)
+        assert local_cluster.free_port(window=range(held, held + 2)) == held + 1
+
+
+def test_where_nothing_below_the_ephemeral_range_is_free_the_kernel_picks(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    kernels_range_starts = local_cluster.ephemeral_low()
+    monkeypatch.setattr(local_cluster, "ephemeral_low", lambda: 1024)  # a host whose whole port space is ephemeral
+    port = local_cluster.free_port()
+    assert port >= kernels_range_starts  # handed out by the kernel, from its real ephemeral range
+    assert "taking one the kernel picks" in caplog.text
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", port))
+
+
+@pytest.mark.parametrize(
+    ("text", "low"),
+    [
+        ("32768\t60999\n", 32768),
+        ("15000 65000\n", 15000),
+        ("", local_cluster.LINUX_EPHEMERAL_LOW),
+        ("x y", local_cluster.LINUX_EPHEMERAL_LOW),
+    ],
+)
+def test_the_ephemeral_range_is_read_from_the_kernel_file(tmp_path: Path, text: str, low: int) -> None:
+    path = tmp_path / "ip_local_port_range"
+    path.write_text(text)
+    assert local_cluster.ephemeral_low(path) == low
+
+
+def test_an_unreadable_range_file_means_the_linux_default(tmp_path: Path) -> None:
+    assert local_cluster.ephemeral_low(tmp_path / "absent") == local_cluster.LINUX_EPHEMERAL_LOW

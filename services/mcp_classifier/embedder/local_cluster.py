@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import socket
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_fixed
@@ -60,9 +62,52 @@ def init_ray_retrying(
 # DEFAULT_DASHBOARD_PORT, DEFAULT_PORT). A port picked here before the node starts must not be one of
 # them: the metrics port once came out as 52365, inside the kernel's ephemeral range, and ray.init refused it.
 RAY_DEFAULT_PORTS = frozenset({52365, 8265, 6379})
+# Where ports picked before the node starts come from: below the kernel's ephemeral range, which it
+# hands to every outgoing connection (Ray opens dozens while it starts), so a port free when picked
+# stays free until Ray binds it. A port picked inside that range once went to one of those
+# connections in between, and Serve's gRPC proxy failed to start ("Failed to bind to address
+# [::]:38397"). Above Ray's worker ports (10002-19999), below Serve's direct-ingress ports (30000+).
+PICKED_PORTS = range(20000, 30000)
+PORT_PROBES = 64  # random tries in PICKED_PORTS before falling back to a port the kernel picks
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LINUX_EPHEMERAL_LOW = 32768  # the kernel's default first ephemeral port, where the file cannot be read
 
 
-def free_port(host: str = "127.0.0.1", avoid: frozenset[int] = RAY_DEFAULT_PORTS) -> int:
+def ephemeral_low(path: Path = EPHEMERAL_RANGE_FILE) -> int:
+    """The first port the kernel may hand to an outgoing connection."""
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return LINUX_EPHEMERAL_LOW
+
+
+def bindable_everywhere(port: int) -> bool:
+    """Nothing holds the port on any address: bound without SO_REUSEADDR on the wildcard, as Serve's proxy binds [::]."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(
+    host: str = "127.0.0.1",
+    avoid: frozenset[int] = RAY_DEFAULT_PORTS,
+    window: range = PICKED_PORTS,
+    rng: random.Random | None = None,
+) -> int:
+    """A free port below the kernel's ephemeral range, other than those in ``avoid``; else one the kernel picks."""
+    low = ephemeral_low()
+    candidates = [port for port in window if port < low and port not in avoid]
+    for port in (rng or random.SystemRandom()).sample(candidates, min(len(candidates), PORT_PROBES)):
+        if bindable_everywhere(port):
+            return port
+    log.warning("no free port below the ephemeral range (%d) in %d-%d: taking one the kernel picks", low, window.start, window.stop - 1)
+    return kernel_port(host, avoid)
+
+
+def kernel_port(host: str = "127.0.0.1", avoid: frozenset[int] = RAY_DEFAULT_PORTS) -> int:
     """A port the kernel reports free, other than those in ``avoid``."""
     held: list[socket.socket] = []  # kept bound until the end, so each new bind gets another port
     try:
