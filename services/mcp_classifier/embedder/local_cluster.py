@@ -95,12 +95,11 @@ def free_port(
     host: str = "127.0.0.1",
     avoid: frozenset[int] = RAY_DEFAULT_PORTS,
     window: range = PICKED_PORTS,
-    rng: random.Random | None = None,
 ) -> int:
     """A free port below the kernel's ephemeral range, other than those in ``avoid``; else one the kernel picks."""
     low = ephemeral_low()
     candidates = [port for port in window if port < low and port not in avoid]
-    for port in (rng or random.SystemRandom()).sample(candidates, min(len(candidates), PORT_PROBES)):
+    for port in random.SystemRandom().sample(candidates, min(len(candidates), PORT_PROBES)):
         if bindable_everywhere(port):
             return port
     log.warning("no free port below the ephemeral range (%d) in %d-%d: taking one the kernel picks", low, window.start, window.stop - 1)
