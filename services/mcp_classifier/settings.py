@@ -175,6 +175,12 @@ class Settings(BaseSettings):
     ray_metrics_port: int = Field(
         0, ge=0, le=65535, description="Prometheus port of the embedded Ray node's metrics agent (replica histograms); 0 picks a free one."
     )
+    replica_health_check_period_s: float = Field(
+        2.0,
+        gt=0,
+        description="How often Serve checks each embedder replica is alive: the most a crashed replica goes unnoticed before "
+        "its replacement starts (Serve's own default is 10 s).",
+    )
     replica_num_cpus: float = Field(1.0, ge=0, description="ray_actor_options.num_cpus of each embedder replica.")
     replica_num_gpus: float = Field(0.0, ge=0, description="ray_actor_options.num_gpus of each embedder replica (1 on a GPU node).")
     min_replicas: int = Field(

@@ -60,6 +60,7 @@ VALUE_FLAGS: dict[str, str] = {
     "embedder.cpusPerReplica": "--replica-num-cpus",
     "embedder.gpusPerReplica": "--replica-num-gpus",
     "embedder.targetOngoingRequests": "--target-ongoing-requests",
+    "embedder.healthCheckPeriodS": "--replica-health-check-period-s",
     "embedder.replicas.min": "--min-replicas",
     "embedder.replicas.max": "--max-replicas",
     "serve.appName": "--serve-app-name",
@@ -299,6 +300,7 @@ ALL_CHANGED = {  # every setting away from its default, odd numbers included
     "cpusPerReplica": 0.5,
     "gpusPerReplica": 0.5,
     "targetOngoingRequests": 12.5,
+    "healthCheckPeriodS": 4.5,
     "replicas": {"min": 0, "max": 7},
     "workers": {"gpusPerPod": 2, "maxReplicas": 4},
 }

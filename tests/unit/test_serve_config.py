@@ -22,6 +22,8 @@ def test_serve_config_carries_batching_gpus_autoscaling_and_grpc_ingress() -> No
     assert deployment["ray_actor_options"]["num_gpus"] == 1
     assert deployment["max_ongoing_requests"] >= deployment["user_config"]["max_batch_size"] == 48
     assert deployment["autoscaling_config"]["min_replicas"] == 2 and deployment["autoscaling_config"]["max_replicas"] == 6
+    # a crashed replica is found (and replaced) within the product's period, not Serve's default 10 s
+    assert deployment["health_check_period_s"] == Settings().replica_health_check_period_s == 2.0
     assert app["args"]["settings"]["model"] == "Qwen/Qwen3-Embedding-0.6B"
     assert app["route_prefix"] == "/mcp-classifier"
 
