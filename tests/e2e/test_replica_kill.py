@@ -139,9 +139,13 @@ def test_killing_a_replica_under_load_fails_no_request(tmp_path: Path) -> None:
     failures = [detail for _, ok, detail in outcomes if not ok]
     per_second = [sum(1 for t, ok, _ in outcomes if ok and s <= t < s + 1) for s in range(int(load_s))]
     before = statistics.mean(per_second[2 : int(KILL_AT_S)])
-    window = RECOVERY_WINDOW_S
     back = next(
-        (s for s in range(int(KILL_AT_S), int(load_s) - window + 1) if statistics.mean(per_second[s : s + window]) >= 0.8 * before), None
+        (
+            s
+            for s in range(int(KILL_AT_S), int(load_s) - RECOVERY_WINDOW_S + 1)
+            if statistics.mean(per_second[s : s + RECOVERY_WINDOW_S]) >= 0.8 * before
+        ),
+        None,
     )
     recovery_s = None if back is None else back + 1 - KILL_AT_S
     print(
