@@ -10,9 +10,11 @@ Measures first, in this process and before any server starts:
     these texts, so a path's share of it is what the serving layer itself costs.
 Then, for each path (a real `serve` process each, cache off), wrk at every client level: req/s,
 its share of the floor, p50/p99 and errors; and a second table of what a lone request adds to
-the raw lone text. The three in-process figures are measured once per dtype the paths run in
-(``--dtype`` in a path's flags, else the default), and each path is read against its own: a
-bf16 path against an fp32 floor would credit the serving layer with the model's speed-up.
+the raw lone text. The three in-process figures are measured once per arithmetic the paths' models
+run in (``--dtype``, and ``--fp16-weights-max-tokens`` on a CPU in fp32, from a path's flags, else
+the defaults), and each path is read against its own: a bf16 path against an fp32 floor, or a lone
+request on fp16 weights against a lone text on fp32 ones, would credit the serving layer with the
+model's speed-up.
 Paths are `serve` flag sets (``--path NAME='FLAGS'``), so a lever is measured by running the
 same path with and without its flag, side by side.
 
@@ -70,32 +72,54 @@ def backend_of(flags: str) -> str:
     return path_settings(flags).backend
 
 
-def dtype_of(flags: str) -> str:
-    """The dtype a path's model runs in, resolved as its encoder resolves it (auto: fp32 on CPU, bf16/fp16 on CUDA)."""
+@dataclass(frozen=True)
+class Arithmetic:
+    """How a path's model multiplies: its dtype, and up to how many tokens a call takes fp16 weights (CPU fp32 only)."""
+
+    dtype: str
+    fp16_weights_max_tokens: int = 0
+
+    def __str__(self) -> str:
+        if self.dtype != "float32":
+            return self.dtype
+        return f"float32, fp16 weights <= {self.fp16_weights_max_tokens}" if self.fp16_weights_max_tokens else "float32"
+
+
+def arithmetic_of(flags: str) -> Arithmetic:
+    """As a path's encoder resolves it: auto is fp32 on CPU, bf16/fp16 on CUDA; fp16 weights only for fp32 on a CPU."""
     settings = path_settings(flags)
-    return str(pick_dtype(settings.dtype, pick_device(settings.device))).removeprefix("torch.")
+    device = pick_device(settings.device)
+    dtype = str(pick_dtype(settings.dtype, device)).removeprefix("torch.")
+    on_cpu_fp32 = device.type == "cpu" and dtype == "float32"
+    return Arithmetic(dtype, settings.fp16_weights_max_tokens if on_cpu_fp32 else 0)
 
 
 @dataclass
 class Reference:
-    """The in-process figures paths in one dtype are read against: the floor, the raw lone text, the ceilings."""
+    """The in-process figures paths in one arithmetic are read against: the floor, the raw lone text, the ceilings."""
 
-    dtype: str
+    arithmetic: Arithmetic
     floor: float
     lone_ms: float
     ceilings: dict[int, float]
     raw: list[RawResult]
 
 
-def measure_reference(dtype: str, texts: list[str], args: argparse.Namespace) -> Reference:
-    settings = Settings(batch_size=args.batch_size, model=args.model, device=args.device, dtype=dtype)
-    print(f"{args.model} ({dtype}) floor over {len(texts)} texts, {os.cpu_count()} CPUs", file=sys.stderr)
+def measure_reference(arithmetic: Arithmetic, texts: list[str], args: argparse.Namespace) -> Reference:
+    settings = Settings(
+        batch_size=args.batch_size,
+        model=args.model,
+        device=args.device,
+        dtype=arithmetic.dtype,
+        fp16_weights_max_tokens=arithmetic.fp16_weights_max_tokens,
+    )
+    print(f"{args.model} ({arithmetic}) floor over {len(texts)} texts, {os.cpu_count()} CPUs", file=sys.stderr)
     raw = measure_raw(settings, texts, args.raw_seconds)
     floor = max(r.texts_per_s for r in raw[:2])
     lone_ms = measure_lone(settings, texts)
     print(f"  raw lone text: {lone_ms:.1f} ms", file=sys.stderr)
     ceilings = measure_arrival_order(settings, texts, [arrival_batch(c, args.batch_size) for c in args.clients], args.raw_seconds)
-    return Reference(dtype, floor, lone_ms, ceilings, raw)
+    return Reference(arithmetic, floor, lone_ms, ceilings, raw)
 
 
 def run_path(name: str, flags: str, wrk: Wrk, args: argparse.Namespace) -> list[HttpResult]:
@@ -125,8 +149,8 @@ def arrival_batch(clients: int, batch_size: int) -> int:
     return min(clients, batch_size)
 
 
-def render(references: dict[str, Reference], batch_size: int, runs: dict[str, tuple[str, str, list[HttpResult]]]) -> str:
-    """Both tables; every path's shares and lone figure are of the reference in its own dtype."""
+def render(references: dict[Arithmetic, Reference], batch_size: int, runs: dict[str, tuple[str, Arithmetic, list[HttpResult]]]) -> str:
+    """Both tables; every path's shares and lone figure are of the reference in its own arithmetic."""
 
     def share_of_ceiling(ref: Reference, r: HttpResult) -> float | None:
         ceiling = ref.ceilings.get(arrival_batch(r.clients, batch_size))
@@ -136,35 +160,35 @@ def render(references: dict[str, Reference], batch_size: int, runs: dict[str, tu
     for ref in references.values():
         ceiling_line = ", ".join(f"{size}: {rate:.1f}" for size, rate in sorted(ref.ceilings.items()))
         lines += [
-            f"{ref.dtype}: raw floor {ref.floor:.1f} texts/s (batched, length-sorted); raw lone text {ref.lone_ms:.1f} ms (median)",
-            f"{ref.dtype}: arrival-order ceiling, texts/s by batch size (unsorted, as clients send them): {ceiling_line}",
+            f"{ref.arithmetic}: raw floor {ref.floor:.1f} texts/s (batched, length-sorted); raw lone text {ref.lone_ms:.1f} ms (median)",
+            f"{ref.arithmetic}: arrival-order ceiling, texts/s by batch size (unsorted, as clients send them): {ceiling_line}",
         ]
     lines += [
         "",
-        "| path | dtype | clients | req/s | share of its floor | share of arrival-order ceiling | p50 ms | p99 ms | errors | CPU % server / wrk / other |",
+        "| path | arithmetic | clients | req/s | share of its floor | share of arrival-order ceiling | p50 ms | p99 ms | errors | CPU % server / wrk / other |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
-    for name, (_, dtype, results) in runs.items():
-        ref = references[dtype]
+    for name, (_, arithmetic, results) in runs.items():
+        ref = references[arithmetic]
         for r in results:
             cpu = f"{fmt(r.server_cpu_pct, 0)} / {fmt(r.loadgen_cpu_pct, 0)} / {fmt(r.other_cpu_pct, 0)}"
             lines.append(
-                f"| {name} | {dtype} | {r.clients} | {r.rps:.1f} | {r.rps / ref.floor:.2f} | {fmt(share_of_ceiling(ref, r), 2)} | "
+                f"| {name} | {arithmetic} | {r.clients} | {r.rps:.1f} | {r.rps / ref.floor:.2f} | {fmt(share_of_ceiling(ref, r), 2)} | "
                 f"{r.p50_ms:.1f} | {r.p99_ms:.1f} | {r.failures} | {cpu} |"
             )
     lines += [
         "",
-        "| path | dtype | target share at 32 | share at 32 | ceiling's share of the floor at 32 | lone p50 ms | added to raw lone | target added |",
+        "| path | arithmetic | target share at 32 | share at 32 | ceiling's share of the floor at 32 | lone p50 ms | added to raw lone | target added |",
         "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for name, (backend, dtype, results) in runs.items():
-        ref = references[dtype]
+    for name, (backend, arithmetic, results) in runs.items():
+        ref = references[arithmetic]
         ceiling32 = ref.ceilings.get(arrival_batch(32, batch_size))
         by_clients = {r.clients: r for r in results}
         at32 = by_clients.get(32)
         lone = by_clients.get(1)
         lines.append(
-            f"| {name} | {dtype} | {THROUGHPUT_TARGETS.get(backend, float('nan')):.2f} | {fmt(at32.rps / ref.floor if at32 else None, 2)} | "
+            f"| {name} | {arithmetic} | {THROUGHPUT_TARGETS.get(backend, float('nan')):.2f} | {fmt(at32.rps / ref.floor if at32 else None, 2)} | "
             f"{fmt(ceiling32 / ref.floor if ceiling32 else None, 2)} | "
             f"{fmt(lone.p50_ms if lone else None)} | {fmt(lone.p50_ms - ref.lone_ms if lone else None)} | "
             f"+{LONE_TARGETS_MS.get(backend, float('nan')):g} |"
@@ -189,32 +213,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     paths = dict(args.path) if args.path else DEFAULT_PATHS
     texts = list(TEXTS)
-    dtypes = {name: dtype_of(flags) for name, flags in paths.items()}
-    references = {dtype: measure_reference(dtype, texts, args) for dtype in dict.fromkeys(dtypes.values())}
+    arithmetics = {name: arithmetic_of(flags) for name, flags in paths.items()}
+    references = {arithmetic: measure_reference(arithmetic, texts, args) for arithmetic in dict.fromkeys(arithmetics.values())}
     wrk = Wrk(texts)
-    runs = {name: (backend_of(flags), dtypes[name], run_path(name, flags, wrk, args)) for name, flags in paths.items()}
+    runs = {name: (backend_of(flags), arithmetics[name], run_path(name, flags, wrk, args)) for name, flags in paths.items()}
     print()
     print(render(references, args.batch_size, runs))
     if args.json:
         first = next(iter(references.values()))
         payload = {
-            # the first dtype's figures at the top level, as before; every dtype's under "references"
+            # the first arithmetic's figures at the top level, as before; every arithmetic's under "references"
             "floor_texts_per_s": first.floor,
             "raw_lone_ms": first.lone_ms,
             "arrival_order_texts_per_s": {str(size): rate for size, rate in first.ceilings.items()},
             "raw": [asdict(r) for r in first.raw],
             "references": {
-                dtype: {
+                str(arithmetic): {
                     "floor_texts_per_s": ref.floor,
                     "raw_lone_ms": ref.lone_ms,
                     "arrival_order_texts_per_s": {str(size): rate for size, rate in ref.ceilings.items()},
                     "raw": [asdict(r) for r in ref.raw],
                 }
-                for dtype, ref in references.items()
+                for arithmetic, ref in references.items()
             },
             "paths": {
-                name: {"flags": paths[name], "backend": backend, "dtype": dtype, "results": [asdict(r) for r in results]}
-                for name, (backend, dtype, results) in runs.items()
+                name: {
+                    "flags": paths[name],
+                    "backend": backend,
+                    "dtype": arithmetic.dtype,
+                    "arithmetic": str(arithmetic),
+                    "results": [asdict(r) for r in results],
+                }
+                for name, (backend, arithmetic, results) in runs.items()
             },
         }
         args.json.write_bytes(orjson.dumps(payload, option=orjson.OPT_INDENT_2))

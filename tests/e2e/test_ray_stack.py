@@ -48,6 +48,7 @@ TEXTS = [
 ]
 APP_METADATA = (("application", "mcp-classifier"),)
 TOKENIZER_THREADS = 2  # set on the gateway's command line, read back from the replica's forward span
+FP16_WEIGHTS_MAX_TOKENS = 64  # the same (the default is 128)
 
 
 @pytest.fixture(scope="module")
@@ -109,6 +110,8 @@ def ray_stack(
         str(ray_categories),
         "--tokenizer-threads",
         str(TOKENIZER_THREADS),  # over the test session's TOKENIZERS_PARALLELISM=false: the setting reaches the replica
+        "--fp16-weights-max-tokens",
+        str(FP16_WEIGHTS_MAX_TOKENS),
         "--ray-throughput-optimized" if serve_mode.throughput_optimized else "--no-ray-throughput-optimized",
         "--ray-direct-ingress" if serve_mode.direct_ingress else "--no-ray-direct-ingress",
         env=env,
@@ -126,7 +129,7 @@ def serve_grpc_port(ray_stack: ServerProcess) -> int:
 
 @pytest.fixture(scope="module")
 def local_classifier() -> Classifier:
-    return build_classifier(Settings(model="builtin:minilm"))
+    return build_classifier(Settings(model="builtin:minilm", fp16_weights_max_tokens=FP16_WEIGHTS_MAX_TOKENS))  # as the replicas
 
 
 @pytest.fixture(scope="module")
@@ -193,7 +196,9 @@ def test_concurrent_requests_form_batches_on_the_replica_and_match_unbatched(
         _assert_same(answer, local_results[TEXTS.index(text)])
 
 
-def test_the_tool_filter_runs_on_the_replicas_over_grpc_and_ranks_like_the_local_model(ray_stack: ServerProcess) -> None:
+def test_the_tool_filter_runs_on_the_replicas_over_grpc_and_ranks_like_the_local_model(
+    ray_stack: ServerProcess, local_classifier: Classifier
+) -> None:
     """select_tools and /v1/tools/filter embed through the Embed RPC; every tool's cosine equals the in-process encoder's."""
     from mcp_classifier.protocol.tool_ranking import tool_summary
 
@@ -210,7 +215,7 @@ def test_the_tool_filter_runs_on_the_replicas_over_grpc_and_ranks_like_the_local
         )
         payload = result.json()["structuredContent"]
         response = client.post("/v1/tools/filter", json={"query": query, "tools": tools, "top_k": 1, "threshold": 0})
-    encoder = build_classifier(Settings(model="builtin:minilm")).encoder
+    encoder = local_classifier.encoder
     scores = encoder.encode_documents([tool_summary(t, 8192) for t in tools]) @ encoder.encode_queries([query])[0]
     assert payload["filtered"] is True, payload
     # the order is the hybrid one (unit tests pin it); what crossed gRPC is checked through each tool's cosine
@@ -258,6 +263,8 @@ def test_one_request_is_traced_across_gateway_grpc_replica_batch_and_forward(ray
     assert forward.attributes["mcp_classifier.torch_threads"] == min(Settings().ray_num_cpus, os.cpu_count() or 1)
     # The gateway's --tokenizer-threads went through the Serve config to the replica, which sized its tokenizer's pool.
     assert forward.attributes["mcp_classifier.tokenizer_threads"] == TOKENIZER_THREADS
+    # So did --fp16-weights-max-tokens: the replica's small calls take the fp16 weights up to that size.
+    assert forward.attributes["mcp_classifier.fp16_weights_max_tokens"] == FP16_WEIGHTS_MAX_TOKENS
 
 
 def test_backend_down_answers_within_the_deadline_and_recovers_without_restart(

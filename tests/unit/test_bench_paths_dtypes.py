@@ -1,10 +1,10 @@
-"""The paths bench reads each path against the floor of the dtype it runs in (pure table rules, no servers)."""
+"""The paths bench reads each path against the floor of the arithmetic its model runs in (pure table rules, no servers)."""
 
 from __future__ import annotations
 
 import pytest
 
-from loadtests.bench_paths import Reference, dtype_of, path_settings, render
+from loadtests.bench_paths import Arithmetic, Reference, arithmetic_of, path_settings, render
 from loadtests.harness.loadgen import HttpResult
 
 
@@ -31,18 +31,29 @@ def test_a_flag_is_read_in_both_spellings(flags: str, name: str, value: str, mon
 
 def test_a_path_without_dtype_runs_in_the_cpu_default_and_an_asked_one_in_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MCP_CLASSIFIER_DTYPE", raising=False)
-    assert dtype_of("--backend ray --device cpu") == "float32"
-    assert dtype_of("--backend local --device cpu --dtype bfloat16") == "bfloat16"
+    monkeypatch.delenv("MCP_CLASSIFIER_FP16_WEIGHTS_MAX_TOKENS", raising=False)
+    assert arithmetic_of("--backend ray --device cpu") == Arithmetic("float32", 128)
+    assert arithmetic_of("--backend local --device cpu --dtype bfloat16") == Arithmetic("bfloat16", 0)
+
+
+def test_fp16_weights_set_a_cpu_fp32_path_s_arithmetic_apart_and_nothing_else_s(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MCP_CLASSIFIER_DTYPE", raising=False)
+    off = arithmetic_of("--backend ray --device cpu --fp16-weights-max-tokens 0")
+    assert off == Arithmetic("float32", 0) != arithmetic_of("--backend ray --device cpu --fp16-weights-max-tokens 96")
+    assert str(off) == "float32" and str(Arithmetic("float32", 96)) == "float32, fp16 weights <= 96"
+    # A bf16 model never takes them: its paths share one reference whatever the setting says.
+    assert arithmetic_of("--device cpu --dtype bfloat16 --fp16-weights-max-tokens 96") == arithmetic_of("--device cpu --dtype bfloat16")
 
 
 def test_each_path_s_share_and_lone_figure_are_of_its_own_dtype_s_reference() -> None:
+    fp32, bf16 = Arithmetic("float32"), Arithmetic("bfloat16")
     references = {
-        "float32": Reference("float32", floor=400.0, lone_ms=8.0, ceilings={1: 100.0, 32: 320.0}, raw=[]),
-        "bfloat16": Reference("bfloat16", floor=600.0, lone_ms=6.0, ceilings={1: 120.0, 32: 480.0}, raw=[]),
+        fp32: Reference(fp32, floor=400.0, lone_ms=8.0, ceilings={1: 100.0, 32: 320.0}, raw=[]),
+        bf16: Reference(bf16, floor=600.0, lone_ms=6.0, ceilings={1: 120.0, 32: 480.0}, raw=[]),
     }
     runs = {
-        "local": ("local", "float32", [result(1, 90.0, 10.0), result(32, 300.0, 100.0)]),
-        "local-bf16": ("local", "bfloat16", [result(1, 110.0, 9.0), result(32, 450.0, 70.0)]),
+        "local": ("local", fp32, [result(1, 90.0, 10.0), result(32, 300.0, 100.0)]),
+        "local-bf16": ("local", bf16, [result(1, 110.0, 9.0), result(32, 450.0, 70.0)]),
     }
     table = render(references, 32, runs)
     rows = {line.split(" | ")[0].strip("| "): line for line in table.splitlines() if line.startswith("| local") and "| 32 |" in line}

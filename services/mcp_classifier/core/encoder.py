@@ -22,6 +22,7 @@ from . import fused_rotary as rotary_swap
 from .batch_plan import plan_cost, plan_sub_batches
 from .cpu_features import amx_bf16_available
 from .cuda_graphs import WARM_WIDTHS, Capture, GraphedForward
+from .fp16_weights import drop_fp16_weights, fp16_weights_available, use_fp16_weights
 from .fused_norms import fuse_rms_norms, unfuse_rms_norms
 from .packing import PackedBatch, Pooling, attention_mask, pack, packed_cost, pool_packed, split_calls
 from .random_models import build_random_model, is_random_model, random_model_config
@@ -139,6 +140,7 @@ class TextEncoder:
         cuda_graphs: CudaGraphs = "off",
         fused_norms: FusedNorms = "off",
         fused_rotary: FusedRotary = "off",
+        fp16_weights_max_tokens: int = 0,
     ) -> None:
         self.model_id = model
         path = resolve_model_path(model)
@@ -209,6 +211,10 @@ class TextEncoder:
         self.pack_width = pack_width if pack_width and self._packing_matches_padding() else 0
         if self.pack_width:
             log.info("texts are packed into rows of about %d tokens (packed and padded embeddings agree)", self.pack_width)
+        # After the forward overhead is measured: batches are planned for the fp32 calls that large batches make.
+        self.fp16_weights_max_tokens = 0  # calls of at most this many tokens use the fp16 copies (0: none)
+        if fp16_weights_max_tokens:
+            self.use_fp16_weights(fp16_weights_max_tokens)
         if self._wants_graphs(cuda_graphs):
             self.enable_cuda_graphs()
 
@@ -516,6 +522,44 @@ class TextEncoder:
             agreement,
         )
         return layers
+
+    def use_fp16_weights(self, max_tokens: int) -> int:
+        """Calls of up to ``max_tokens`` tokens on packed fp16 copies of the linear weights (CPU, fp32 models).
+
+        Kept where whole embeddings stay the model's own. A fixed size, not one timed at load: every
+        replica of a deployment then answers a text alike (a timed size could differ between replicas
+        started on a busy and a quiet core). Returns the size, 0 where the copies are not taken.
+        """
+        self.drop_fp16_weights()  # the probe's reference is the fp32 weights' answer
+        if self.device.type != "cpu" or self.dtype != torch.float32:
+            log.info("fp16 weights for small calls are off: they are for fp32 models on a CPU (%s, %s)", self.device, self.dtype)
+            return 0
+        if not fp16_weights_available():
+            log.info("fp16 weights for small calls are off: this torch build has no fbgemm fp16 GEMM on this CPU")
+            return 0
+        features, before = self._probe_alone()
+        layers = use_fp16_weights(self.model, max_tokens)
+        agreement = self._agreement_with_padded(features, before) if layers else 0.0
+        if agreement < PACKING_MIN_COSINE:
+            self.drop_fp16_weights()
+            if layers:
+                log.warning(
+                    "fp16 weights for small calls are off: embeddings with them differ from the model's own (cosine %.4f)", agreement
+                )
+            return 0
+        self.fp16_weights_max_tokens = max_tokens
+        log.info(
+            "%d linear layers take packed fp16 weights for calls of up to %d tokens (embeddings agree: cosine %.6f)",
+            layers,
+            max_tokens,
+            agreement,
+        )
+        return max_tokens
+
+    def drop_fp16_weights(self) -> None:
+        """Every call on the fp32 weights from now on (benchmarks time both on one encoder)."""
+        drop_fp16_weights(self.model)
+        self.fp16_weights_max_tokens = 0
 
     def _wants_graphs(self, cuda_graphs: CudaGraphs) -> bool:
         if cuda_graphs == "off":

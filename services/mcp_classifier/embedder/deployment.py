@@ -177,6 +177,7 @@ class Embedder:
             threads = min(lone_call_threads, self._cpus)  # a lone call borrows the idle replicas' cores
             span.set_attribute("mcp_classifier.torch_threads", max(threads, own_threads))
             span.set_attribute("mcp_classifier.tokenizer_threads", self._tokenizer_threads)
+            span.set_attribute("mcp_classifier.fp16_weights_max_tokens", self._classifier.encoder.fp16_weights_max_tokens)
             if threads > own_threads:
                 torch.set_num_threads(threads)  # on the forward thread, the only one that runs torch: one OpenMP team
             try:

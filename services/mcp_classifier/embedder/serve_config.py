@@ -24,6 +24,7 @@ REPLICA_SETTINGS = (
     "pack_width_tokens",
     "cuda_graphs",
     "fused_norms",
+    "fp16_weights_max_tokens",
     "fused_rotary",
     "batch_size",
     "categories_file",
