@@ -86,8 +86,18 @@ async def _scenario(redis: RedisServer) -> None:
         first = await _call(gateways[0], {"query": query, "tools": tools, "top_k": 10, "threshold": 0.0})
         assert backend.embeds == [("document", 200), ("query", 1)]  # every tool in one call, then the query
 
-        # brute force, independently: the same encoder, every tool text and the query, cosine, sorted
-        encoder = TextEncoder("builtin:minilm", device="cpu")
+        # brute force, independently: another encoder of the service's model, batching and arithmetic (its small
+        # calls take fp16 weights, fp16_weights_max_tokens), every tool text and the query, cosine, sorted
+        service = backend.inner.worker.classifier.encoder
+        encoder = TextEncoder(
+            "builtin:minilm",
+            device="cpu",
+            batch_size=settings.batch_size,
+            max_seq_length=settings.max_seq_length,
+            pack_width=settings.pack_width_tokens,
+            forward_overhead_tokens=service.forward_overhead_tokens,
+            fp16_weights_max_tokens=settings.fp16_weights_max_tokens,
+        )
         documents = encoder.encode_documents([tool_summary(t, settings.max_text_length) for t in tools])
         scores = documents @ encoder.encode_queries([query])[0]
         expected = sorted(range(200), key=lambda i: (-scores[i], i))[:10]
