@@ -539,13 +539,13 @@ class TextEncoder:
             return 0
         features, before = self._probe_alone()
         layers = use_fp16_weights(self.model, max_tokens)
-        agreement = self._agreement_with_padded(features, before) if layers else 0.0
+        if not layers:
+            log.info("fp16 weights for small calls are off: the model has no fp32 linear layer")
+            return 0
+        agreement = self._agreement_with_padded(features, before)
         if agreement < PACKING_MIN_COSINE:
             self.drop_fp16_weights()
-            if layers:
-                log.warning(
-                    "fp16 weights for small calls are off: embeddings with them differ from the model's own (cosine %.4f)", agreement
-                )
+            log.warning("fp16 weights for small calls are off: embeddings with them differ from the model's own (cosine %.4f)", agreement)
             return 0
         self.fp16_weights_max_tokens = max_tokens
         log.info(

@@ -16,6 +16,7 @@ the large ones included, where the fp32 path is as fast or faster. The GEMM itse
 
 from __future__ import annotations
 
+from functools import cache
 from types import MethodType
 
 import torch
@@ -26,6 +27,7 @@ _PACKED = "_fp16_packed_weight"  # set on a swapped layer: marks it, and holds f
 _LIMIT = "_fp16_max_tokens"
 
 
+@cache  # a property of the host and the torch build: probed once a process, not at every model load
 def fp16_weights_available() -> bool:
     """Whether this torch build runs fbgemm's fp16 GEMM here (x86 with AVX2; not on ARM builds)."""
     if "fbgemm" not in torch.backends.quantized.supported_engines:
