@@ -122,10 +122,11 @@ def measure_reference(arithmetic: Arithmetic, texts: list[str], args: argparse.N
     return Reference(arithmetic, floor, lone_ms, ceilings, raw)
 
 
-def run_path(name: str, flags: str, wrk: Wrk, args: argparse.Namespace) -> list[HttpResult]:
+def run_path(name: str, flags: str, wrk: Wrk, args: argparse.Namespace, env: dict[str, str] | None = None) -> list[HttpResult]:
+    """Start one path's `serve` (``env`` added to its environment), run wrk at every client level, stop it."""
     serve_args = ["--no-cache", "--model", args.model, "--batch-size", str(args.batch_size), *shlex.split(flags)]
-    print(f"[{name}] serve {' '.join(serve_args)}", file=sys.stderr)
-    server = Server(serve_args)
+    print(f"[{name}] {shlex.join([*(f'{k}={v}' for k, v in (env or {}).items()), 'serve', *serve_args])}", file=sys.stderr)
+    server = Server(serve_args, env=env)
     results: list[HttpResult] = []
     try:
         url = server.wait_ready()

@@ -25,8 +25,9 @@ FORCED_FIELDS = {"host", "port"}
 class Server:
     """A real `serve` process (mcp_classifier.loadtest.stack) whose descendants are tracked too."""
 
-    def __init__(self, extra_args: Sequence[str]) -> None:
+    def __init__(self, extra_args: Sequence[str], env: dict[str, str] | None = None) -> None:
         self.extra_args = list(extra_args)
+        self.env = dict(env or {})  # added to this process's environment for the server alone
         self.log_path = Path(tempfile.mkstemp(prefix="bench-server-", suffix=".log")[1])
         self.gateway: GatewayProcess | None = None
         self.tree: ProcessTree | None = None
@@ -41,7 +42,7 @@ class Server:
         return self.log_path.read_text(errors="replace")
 
     def wait_ready(self, timeout_s: float = STARTUP_TIMEOUT_S) -> str:
-        self.gateway = start_gateway(self.log_path, *self.extra_args, timeout_s=timeout_s)
+        self.gateway = start_gateway(self.log_path, *self.extra_args, env=self.env, timeout_s=timeout_s)
         self.tree = ProcessTree(self.gateway.process.pid)
         self.tree.scan()
         self.url = self.gateway.url

@@ -1,0 +1,45 @@
+"""The A/B bench end to end: real `serve` processes in alternating rounds, each variant's environment its own.
+
+A variant's environment must reach its server and no other, and a failed request must fail the run:
+otherwise an A/B would credit one side with the other's settings, or count refusals as throughput.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import orjson
+import pytest
+
+from loadtests.ab_paths import main
+from loadtests.harness.queries import TEXTS
+
+pytestmark = pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed (.ci/run installs it)")
+
+
+def test_two_variants_alternate_and_only_the_one_given_a_short_text_limit_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    short_limit = min(len(t) for t in TEXTS) + 10  # some texts pass, the longer ones are refused
+    out = tmp_path / "ab.json"
+    code = main(
+        [
+            "--rounds", "2", "--clients", "1", "--duration", "1", "--warmup", "1", "--raw-seconds", "0.3", "--json", str(out),
+            "--path", "plain=--backend local",
+            "--path", f"short=MCP_CLASSIFIER_MAX_TEXT_LENGTH={short_limit} --backend local",
+        ]
+    )  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 1, captured.err  # the refused requests fail the run
+    starts = [line for line in captured.err.splitlines() if line.startswith("[round ")]
+    assert [s.split("]")[0] for s in starts] == ["[round 1/2: plain", "[round 1/2: short", "[round 2/2: short", "[round 2/2: plain"]
+    assert all(f"MCP_CLASSIFIER_MAX_TEXT_LENGTH={short_limit} serve" in s for s in starts if ": short]" in s)
+    assert not any("MCP_CLASSIFIER_MAX_TEXT_LENGTH" in s for s in starts if ": plain]" in s)
+    figures = orjson.loads(out.read_bytes())
+    plain, short = (figures["variants"][name]["levels"]["1"] for name in ("plain", "short"))
+    assert len(plain["rps"]) == len(short["rps"]) == 2
+    assert all(r > 0 for r in plain["rps"] + short["rps"])
+    assert plain["failures"] == [0, 0]
+    assert all(f > 0 for f in short["failures"])
+    assert figures["variants"]["short"]["env"] == {"MCP_CLASSIFIER_MAX_TEXT_LENGTH": str(short_limit)}
+    table = captured.out
+    assert "| plain | 1 |" in table and "| short | 1 |" in table and "req/s vs plain" in table
