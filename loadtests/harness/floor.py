@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import random
+import statistics
 import sys
 import time
 from collections.abc import Sequence
@@ -119,24 +120,38 @@ def measure_arrival_order(settings: Settings, texts: Sequence[str], sizes: Seque
     return rates
 
 
-def measure_lone(settings: Settings, texts: Sequence[str], rounds: int = 3) -> float:
-    """Median milliseconds of one text alone through tokenise + forward + pool, in this process.
+@dataclass(frozen=True)
+class LoneTimes:
+    """Median milliseconds of one text alone, in this process, two ways."""
 
-    What a lone request cannot go below: the gateway's added latency is its p50 minus this.
+    forward_ms: float  # tokenise + forward + pool: the issue's raw lone text
+    classify_ms: float  # the whole classify() a served request runs: token vectors, scoring, the result
+
+
+def measure_lone(settings: Settings, texts: Sequence[str], rounds: int = 3) -> LoneTimes:
+    """One text alone through the encoder, and through the whole classify(), alternating text by text.
+
+    The first is what a lone request cannot go below; the gap between the two is classification work
+    (token matches, scoring) that every served request does, so a path's p50 minus the second is what
+    the serving layer itself adds.
     """
     classifier = build_classifier(settings)
     encoder = classifier.encoder
     try:
-        for text in texts[:10]:
-            encoder.encode_queries([text])  # warm-up
-        samples: list[float] = []
+        for text in texts[:10]:  # warm-up
+            encoder.encode_queries([text])
+            classifier.classify([text])
+        forward: list[float] = []
+        classify: list[float] = []
         for _ in range(rounds):
             for text in texts:
                 t0 = time.perf_counter()
                 encoder.encode_queries([text])
-                samples.append(time.perf_counter() - t0)
+                t1 = time.perf_counter()
+                classifier.classify([text])
+                forward.append(t1 - t0)
+                classify.append(time.perf_counter() - t1)
     finally:
         del classifier, encoder
         gc.collect()
-    samples.sort()
-    return 1000 * samples[len(samples) // 2]
+    return LoneTimes(1000 * statistics.median(forward), 1000 * statistics.median(classify))

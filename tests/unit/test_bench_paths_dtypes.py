@@ -63,3 +63,16 @@ def test_each_path_s_share_and_lone_figure_are_of_its_own_dtype_s_reference() ->
     assert any("| float32 |" in line and "| 2.0 |" in line for line in summary)  # 10.0 - 8.0
     assert any("| bfloat16 |" in line and "| 3.0 |" in line for line in summary)  # 9.0 - 6.0
     assert "bfloat16: raw floor 600.0" in table and "float32: raw floor 400.0" in table
+
+
+def test_a_lone_request_is_also_read_against_the_whole_in_process_classify() -> None:
+    fp32 = Arithmetic("float32", 128)
+    references = {fp32: Reference(fp32, floor=280.0, lone_ms=12.0, ceilings={}, raw=[], lone_classify_ms=14.5)}
+    runs = {"local": ("local", fp32, [result(1, 60.0, 16.0)])}
+    table = render(references, 32, runs)
+    summary = next(line for line in table.splitlines() if line.startswith("| local") and "| +3 |" in line)
+    assert summary.endswith("| 4.0 | +3 | 1.5 |")  # 16.0 - 12.0 against the target, 16.0 - 14.5 the serving layer's own
+    assert "14.5 ms through the whole classify()" in table
+    # A reference without it (older JSON, other callers) leaves the column empty rather than guessing.
+    bare = {fp32: Reference(fp32, floor=280.0, lone_ms=12.0, ceilings={}, raw=[])}
+    assert next(line for line in render(bare, 32, runs).splitlines() if "| +3 |" in line).endswith("| +3 | — |")
