@@ -33,7 +33,7 @@ from pathlib import Path
 
 import orjson
 
-from loadtests.bench_paths import Arithmetic, Reference, arithmetic_of, measure_reference, path_spec, run_path
+from loadtests.bench_paths import Arithmetic, Reference, arithmetic_of, measure_reference, path_spec, reference_line, run_path
 from loadtests.harness.loadgen import HttpResult, client_levels
 from loadtests.harness.queries import TEXTS
 from loadtests.harness.tables import fmt
@@ -110,10 +110,7 @@ def render(
 ) -> str:
     """One row per variant and client count: every round, the median, its share of the floor, and the paired ratios."""
     base = variants[0].name
-    lines = [
-        f"{ref.arithmetic}: raw floor {ref.floor:.1f} texts/s (batched, length-sorted); raw lone text {ref.lone_ms:.1f} ms (median)"
-        for ref in references.values()
-    ]
+    lines = [reference_line(ref) for ref in references.values()]
     lines += [
         "",
         f"| variant | clients | req/s by round | median req/s | share of floor | req/s vs {base} (rounds higher) "

@@ -153,6 +153,14 @@ def arrival_batch(clients: int, batch_size: int) -> int:
     return min(clients, batch_size)
 
 
+def reference_line(ref: Reference) -> str:
+    """The floor and the lone text a run's paths are read against, on one line (every bench's table heads with it)."""
+    line = f"{ref.arithmetic}: raw floor {ref.floor:.1f} texts/s (batched, length-sorted); raw lone text {ref.lone_ms:.1f} ms (median)"
+    if ref.lone_classify_ms is not None:
+        line += f", {ref.lone_classify_ms:.1f} ms through the whole classify() (scoring included)"
+    return line
+
+
 def render(references: dict[Arithmetic, Reference], batch_size: int, runs: dict[str, tuple[str, Arithmetic, list[HttpResult]]]) -> str:
     """Both tables; every path's shares and lone figure are of the reference in its own arithmetic."""
 
@@ -164,12 +172,7 @@ def render(references: dict[Arithmetic, Reference], batch_size: int, runs: dict[
     for ref in references.values():
         ceiling_line = ", ".join(f"{size}: {rate:.1f}" for size, rate in sorted(ref.ceilings.items()))
         lines += [
-            f"{ref.arithmetic}: raw floor {ref.floor:.1f} texts/s (batched, length-sorted); raw lone text {ref.lone_ms:.1f} ms (median)"
-            + (
-                f", {ref.lone_classify_ms:.1f} ms through the whole classify() (scoring included)"
-                if ref.lone_classify_ms is not None
-                else ""
-            ),
+            reference_line(ref),
             f"{ref.arithmetic}: arrival-order ceiling, texts/s by batch size (unsorted, as clients send them): {ceiling_line}",
         ]
     lines += [
