@@ -25,7 +25,8 @@ GRAPH_BATCH_SIZES="${GRAPH_BATCH_SIZES:-1,16,64,256,512,1024}"
 CLIENTS="${CLIENTS:-1,8,32,64,256}" PATH_BATCH="${PATH_BATCH:-64}" DURATION="${DURATION:-6}" WARMUP="${WARMUP:-2}" RAW_SECONDS="${RAW_SECONDS:-3}"
 PATH_SET="${PATH_SET:-ray-gpu,local-gpu}"
 MODEL="${MODEL:-random:qwen3-embedding-0.6b}"
-RAY_PATH="${RAY_PATH:---backend ray --replica-num-gpus 1 --min-replicas 1 --max-replicas 1 --ray-num-cpus 8}"
+# --replica-access-log: the replica's line per call reaches the server log copied to $OUT (per-call times, docs/loadtest/gpu.md)
+RAY_PATH="${RAY_PATH:---backend ray --replica-num-gpus 1 --min-replicas 1 --max-replicas 1 --ray-num-cpus 8 --replica-access-log}"
 mkdir -p "$OUT" "$SITE_ROOT"
 log="$OUT/run.log"
 exec > >(tee -a "$log") 2>&1

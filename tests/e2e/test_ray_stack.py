@@ -62,17 +62,21 @@ def otlp() -> Iterator[OtlpReceiver]:
 class ServeMode(NamedTuple):
     direct_ingress: bool
     throughput_optimized: bool
+    replica_access_log: bool
 
 
 @pytest.fixture(
     scope="module",
-    params=[ServeMode(direct_ingress=True, throughput_optimized=False), ServeMode(direct_ingress=False, throughput_optimized=True)],
+    params=[
+        ServeMode(direct_ingress=True, throughput_optimized=False, replica_access_log=False),
+        ServeMode(direct_ingress=False, throughput_optimized=True, replica_access_log=True),
+    ],
     ids=["direct-ingress", "proxy-throughput-optimized"],
 )
 def serve_mode(request: pytest.FixtureRequest) -> ServeMode:
     """Every test of the stack runs twice: the gateway calling the replicas' own gRPC servers (the default),
     and calling Serve's gRPC proxy with RAY_SERVE_THROUGHPUT_OPTIMIZED on. Traces, batches, hot reload and
-    metrics must hold on both paths."""
+    metrics must hold on both paths. The second also turns the replicas' access log on (off by default)."""
     return ServeMode(*request.param)
 
 
@@ -93,6 +97,7 @@ def ray_stack(
         "OTEL_EXPORTER_OTLP_INSECURE": "true",
         "OTEL_BSP_SCHEDULE_DELAY": "100",
         "RAY_AUTH_MODE": "disabled",
+        "RAY_SERVE_REQUEST_PATH_LOG_BUFFER_SIZE": "1",  # throughput-optimized mode buffers 1,000 lines: written at once here
     }
     # --no-cache: these tests measure the Ray path itself (the cache has its own tests).
     proc = start_server(
@@ -114,6 +119,7 @@ def ray_stack(
         str(FP16_WEIGHTS_MAX_TOKENS),
         "--ray-throughput-optimized" if serve_mode.throughput_optimized else "--no-ray-throughput-optimized",
         "--ray-direct-ingress" if serve_mode.direct_ingress else "--no-ray-direct-ingress",
+        "--replica-access-log" if serve_mode.replica_access_log else "--no-replica-access-log",
         env=env,
     )
     yield proc
@@ -461,6 +467,39 @@ def test_serve_runs_in_the_chosen_mode_and_replicas_export_their_batch_metrics(
         ]
         time.sleep(1)
     assert any(counts), "ray_mcp_classifier_embedder_batch_size_count never appeared with a value"
+
+
+SERVE_ACCESS_LINE = re.compile(r" -- CALL \S+ OK ")
+
+
+def _replica_log_files(stack: ServerProcess) -> list[Path]:
+    """The Serve log files the replica processes hold open (Ray's session directory is theirs to pick)."""
+    files = []
+    for pid in _replica_pids(stack):
+        files += [Path(f.path) for f in psutil.Process(pid).open_files() if re.search(r"/serve/replica_.*\.log$", f.path)]
+    return files
+
+
+def test_replicas_log_a_line_per_call_only_when_asked(ray_stack: ServerProcess, serve_mode: ServeMode) -> None:
+    """Off by default: the gateway logs each request itself, and each replica line cost CPU in the replica, in Ray's
+    log monitor and in the gateway that printed it, taken from the forwards on a small node."""
+    files = _replica_log_files(ray_stack)
+    assert files, "no Serve replica log file open"
+    before = sum(len(SERVE_ACCESS_LINE.findall(f.read_text(errors="replace"))) for f in files)
+    for text in TEXTS:
+        _rest_classify(ray_stack.url, text)
+    deadline = time.monotonic() + (10 if serve_mode.replica_access_log else 2)
+    while True:
+        logs = [f.read_text(errors="replace") for f in files]
+        lines = sum(len(SERVE_ACCESS_LINE.findall(text)) for text in logs) - before
+        if lines >= len(TEXTS) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert all("replica" in text.lower() for text in logs), "the replica's own log has no startup lines"
+    if serve_mode.replica_access_log:
+        assert lines >= len(TEXTS), f"{lines} access lines for {len(TEXTS)} calls"
+    else:
+        assert lines == 0, f"{lines} access lines with replica_access_log off"
 
 
 def test_sigterm_stops_the_embedded_ray_it_started(tmp_path: Path) -> None:

@@ -62,6 +62,7 @@ VALUE_FLAGS: dict[str, str] = {
     "embedder.gpusPerReplica": "--replica-num-gpus",
     "embedder.targetOngoingRequests": "--target-ongoing-requests",
     "embedder.healthCheckPeriodS": "--replica-health-check-period-s",
+    "embedder.accessLog": "--replica-access-log",
     "embedder.replicas.min": "--min-replicas",
     "embedder.replicas.max": "--max-replicas",
     "serve.appName": "--serve-app-name",
@@ -239,7 +240,11 @@ def serve_config_cli(flags: list[str], *, in_process: bool = True) -> dict[str, 
 def flags_for(values: dict[str, Any]) -> list[str]:
     flags: list[str] = []
     for dotted, flag in VALUE_FLAGS.items():
-        flags += [flag, str(dig(values, dotted))]
+        value = dig(values, dotted)
+        if isinstance(value, bool):  # BooleanOptionalAction: --flag / --no-flag
+            flags.append(flag if value else "--no-" + flag.removeprefix("--"))
+        else:
+            flags += [flag, str(value)]
     if values["categories"]["content"] or values["categories"]["existingConfigMap"]:
         flags += ["--categories-file", CATEGORIES_FILE]
     return flags
@@ -304,6 +309,7 @@ ALL_CHANGED = {  # every setting away from its default, odd numbers included
     "gpusPerReplica": 0.5,
     "targetOngoingRequests": 12.5,
     "healthCheckPeriodS": 4.5,
+    "accessLog": True,
     "replicas": {"min": 0, "max": 7},
     "workers": {"gpusPerPod": 2, "maxReplicas": 4},
 }

@@ -24,6 +24,10 @@ def test_serve_config_carries_batching_gpus_autoscaling_and_grpc_ingress() -> No
     assert deployment["autoscaling_config"]["min_replicas"] == 2 and deployment["autoscaling_config"]["max_replicas"] == 6
     # a crashed replica is found (and replaced) within the product's period, not Serve's default 10 s
     assert deployment["health_check_period_s"] == Settings().replica_health_check_period_s == 2.0
+    # the gateway logs each request; a replica's own line per call is opt-in
+    assert deployment["logging_config"] == {"enable_access_log": False}
+    (with_log,) = serve_config(Settings(replica_access_log=True))["applications"][0]["deployments"]
+    assert with_log["logging_config"] == {"enable_access_log": True}
     assert app["args"]["settings"]["model"] == "Qwen/Qwen3-Embedding-0.6B"
     assert app["route_prefix"] == "/mcp-classifier"
 

@@ -313,6 +313,7 @@ tests/test_helm_chart.py renders this and compares it with `mcp-classifier serve
       "max_ongoing_requests" (max (int $e.maxOngoingRequests) (int $e.batchSize))
       "ray_actor_options" (dict "num_cpus" $e.cpusPerReplica "num_gpus" $e.gpusPerReplica)
       "health_check_period_s" $e.healthCheckPeriodS
+      "logging_config" (dict "enable_access_log" $e.accessLog)
       "autoscaling_config" (dict
           "min_replicas" (int $e.replicas.min)
           "max_replicas" (max (int $e.replicas.max) (int $e.replicas.min))

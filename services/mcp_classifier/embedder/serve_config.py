@@ -65,6 +65,7 @@ def deployment_options(settings: Settings) -> dict[str, Any]:
         "max_ongoing_requests": max(settings.max_ongoing_requests, settings.batch_size),
         "ray_actor_options": {"num_cpus": settings.replica_num_cpus, "num_gpus": settings.replica_num_gpus},
         "health_check_period_s": settings.replica_health_check_period_s,
+        "logging_config": {"enable_access_log": settings.replica_access_log},
         "autoscaling_config": {
             "min_replicas": settings.min_replicas,
             "max_replicas": max(settings.max_replicas, settings.min_replicas),
