@@ -195,8 +195,8 @@ class Settings(BaseSettings):
     replica_access_log: bool = Field(
         False,
         description="Each embedder replica logs a line per call (Serve's access log). Off by default: the gateway already "
-        "logs every request with its trace id, and on the embedded node each replica line also crossed Ray's log monitor "
-        "to the gateway's console, CPU taken from the forwards (docs/loadtest/paths.md).",
+        "logs every request with its trace id, so each call was logged twice (on the embedded node both in the gateway's "
+        "console); no throughput change was measured either way (docs/loadtest/paths.md).",
     )
     replica_num_cpus: float = Field(1.0, ge=0, description="ray_actor_options.num_cpus of each embedder replica.")
     replica_num_gpus: float = Field(0.0, ge=0, description="ray_actor_options.num_gpus of each embedder replica (1 on a GPU node).")

@@ -481,8 +481,8 @@ def _replica_log_files(stack: ServerProcess) -> list[Path]:
 
 
 def test_replicas_log_a_line_per_call_only_when_asked(ray_stack: ServerProcess, serve_mode: ServeMode) -> None:
-    """Off by default: the gateway logs each request itself, and each replica line cost CPU in the replica, in Ray's
-    log monitor and in the gateway that printed it, taken from the forwards on a small node."""
+    """Off by default: the gateway logs each request itself, with its trace id; the replica's line logged each call
+    a second time (on the embedded node, into the gateway's own console too)."""
     files = _replica_log_files(ray_stack)
     assert files, "no Serve replica log file open"
     before = sum(len(SERVE_ACCESS_LINE.findall(f.read_text(errors="replace"))) for f in files)
