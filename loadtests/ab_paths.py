@@ -33,7 +33,16 @@ from pathlib import Path
 
 import orjson
 
-from loadtests.bench_paths import Arithmetic, Reference, arithmetic_of, measure_reference, path_spec, reference_line, run_path
+from loadtests.bench_paths import (
+    Arithmetic,
+    Reference,
+    add_settle_flag,
+    arithmetic_of,
+    measure_reference,
+    path_spec,
+    reference_line,
+    run_path,
+)
 from loadtests.harness.loadgen import HttpResult, client_levels
 from loadtests.harness.queries import TEXTS
 from loadtests.harness.tables import fmt
@@ -151,6 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=4, help="server starts per variant, alternating [default: 4]")
     parser.add_argument("--duration", type=float, default=8.0, help="measured seconds per level [default: 8]")
     parser.add_argument("--warmup", type=float, default=3.0, help="unmeasured seconds before each level [default: 3]")
+    add_settle_flag(parser)
     parser.add_argument("--clients", type=client_levels, default=[1, 8, 32], help="connection counts [default: 1,8,32]")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--model", default="builtin:minilm", help="model of the floor and of every variant [default: builtin:minilm]")

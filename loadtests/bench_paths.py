@@ -37,6 +37,7 @@ import argparse
 import os
 import shlex
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -125,6 +126,20 @@ def measure_reference(arithmetic: Arithmetic, texts: list[str], args: argparse.N
     return Reference(arithmetic, floor, lone.forward_ms, ceilings, raw, lone.classify_ms)
 
 
+SETTLE_S = 5.0  # the replicas' lone-call probe looks every 2 s for a quiet host (embedder/lone_calls.py)
+
+
+def add_settle_flag(parser: argparse.ArgumentParser) -> None:
+    """--settle: shared by every bench that starts servers (this one and ab_paths)."""
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=SETTLE_S,
+        help=f"idle seconds after a server is ready, before its first level, as a deployment has before traffic: its "
+        f"replicas' lone-call probe needs a quiet host [default: {SETTLE_S:g}]",
+    )
+
+
 def run_path(name: str, flags: str, wrk: Wrk, args: argparse.Namespace, env: dict[str, str] | None = None) -> list[HttpResult]:
     """Start one path's `serve` (``env`` added to its environment), run wrk at every client level, stop it."""
     serve_args = ["--no-cache", "--model", args.model, "--batch-size", str(args.batch_size), *shlex.split(flags)]
@@ -133,6 +148,7 @@ def run_path(name: str, flags: str, wrk: Wrk, args: argparse.Namespace, env: dic
     results: list[HttpResult] = []
     try:
         url = server.wait_ready()
+        time.sleep(args.settle)
         for clients in args.clients:
             wrk.run(url, clients, args.warmup)  # unmeasured: fills caches, grows pools, settles autoscaling
             result = wrk.run(url, clients, args.duration, server.tree)
@@ -214,6 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--duration", type=float, default=10.0, help="measured seconds per level [default: 10]")
     parser.add_argument("--warmup", type=float, default=3.0, help="unmeasured seconds before each level [default: 3]")
+    add_settle_flag(parser)
     parser.add_argument("--clients", type=client_levels, default=[1, 8, 32, 64], help="connection counts [default: 1,8,32,64]")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--model", default="builtin:minilm", help="model of the floor and of every path [default: builtin:minilm]")

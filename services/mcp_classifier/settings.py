@@ -216,6 +216,13 @@ class Settings(BaseSettings):
         "request borrows the cores of replicas idle beside it; the next calls wait for it on that replica). Unset: the "
         "embedded node's ray_num_cpus for CPU replicas (they share one machine), else 0 (off: replicas in their own pods).",
     )
+    lone_call_min_gain: float = Field(
+        1.3,
+        ge=0,
+        description="With lone_call_threads: offer them only to replicas whose probe ran one text at least this many times as "
+        "fast on them, or has not run yet (a Xeon host read 1.4; an AMD EPYC host 1.0-1.2, where waiting behind lone calls "
+        "served up to a fifth fewer requests at 2-8 clients); 0 offers them to every replica.",
+    )
     grpc_max_attempts: int = Field(
         4, ge=1, le=5, description="gRPC attempts per call (retries on UNAVAILABLE and RESOURCE_EXHAUSTED, with backoff)."
     )

@@ -88,6 +88,7 @@ def build_grpc_backend(settings: Settings, target: str, *, embedded: bool = Fals
         replicas=replicas,
         replica_refresh_s=settings.replica_refresh_s,
         lone_call_threads=lone_call_threads(settings, embedded=embedded),
+        lone_call_min_gain=settings.lone_call_min_gain,
     )
 
 

@@ -23,7 +23,7 @@ def test_two_variants_alternate_and_only_the_one_given_a_short_text_limit_fails(
     out = tmp_path / "ab.json"
     code = main(
         [
-            "--rounds", "2", "--clients", "1", "--duration", "1", "--warmup", "1", "--raw-seconds", "0.3", "--json", str(out),
+            "--rounds", "2", "--clients", "1", "--duration", "1", "--warmup", "1", "--settle", "0", "--raw-seconds", "0.3", "--json", str(out),
             "--path", "plain=--backend local",
             "--path", f"short=MCP_CLASSIFIER_MAX_TEXT_LENGTH={short_limit} --backend local",
         ]

@@ -38,8 +38,9 @@ HELD = "hold:"  # a text starting so is answered only once the replica's `releas
 class NamedReplica(pb_grpc.ClassifierServicer):
     """Answers every text with its own name as the category."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, lone_call_gain: float = 0.0) -> None:
         self.name = name
+        self.lone_call_gain = lone_call_gain  # what its answers report (0: a replica that has not measured it)
         self.release = asyncio.Event()
         self.holding = 0
         self.lone_call_threads: list[int] = []  # what each call offered
@@ -54,13 +55,17 @@ class NamedReplica(pb_grpc.ClassifierServicer):
             self.holding += 1
             await self.release.wait()
         result = ClassificationResult(0, self.name, 1.0, "m", False, (1.0,), 0.0)
-        return pb.ClassifyResponse(results=results_to_proto([result] * len(request.texts), True), category_set_version="v1")
+        return pb.ClassifyResponse(
+            results=results_to_proto([result] * len(request.texts), True), category_set_version="v1", lone_call_gain=self.lone_call_gain
+        )
 
     async def Info(self, request: pb.InfoRequest, context: Any) -> pb.InfoResponse:
         return info_to_proto(await FakeBackend().info())
 
 
-def client(listing: list[str] | Exception, fallback: str = "127.0.0.1:1", lone_call_threads: int = 0) -> GrpcBackend:
+def client(
+    listing: list[str] | Exception, fallback: str = "127.0.0.1:1", lone_call_threads: int = 0, lone_call_min_gain: float = 0.0
+) -> GrpcBackend:
     async def replicas() -> list[str]:
         if isinstance(listing, Exception):
             raise listing
@@ -78,6 +83,7 @@ def client(listing: list[str] | Exception, fallback: str = "127.0.0.1:1", lone_c
         replicas=replicas,
         replica_refresh_s=REFRESH_S,
         lone_call_threads=lone_call_threads,
+        lone_call_min_gain=lone_call_min_gain,
     )
 
 
@@ -309,3 +315,39 @@ def serve_api() -> Iterator[str]:
 def test_a_cluster_gateway_reads_the_replicas_from_the_serve_rest_api(serve_api: str) -> None:
     source = serve_api_target_source(serve_api + "/", APP, timeout_s=2.0)
     assert asyncio.run(source()) == ["10.0.0.7:40000", "10.0.0.7:40001"]
+
+
+def test_replicas_that_report_too_little_gain_from_the_idle_cores_are_not_offered_them_and_nothing_waits_behind_their_calls() -> None:
+    async def scenario() -> None:
+        a, b = NamedReplica("a", lone_call_gain=1.05), NamedReplica("b", lone_call_gain=1.05)
+        fast = NamedReplica("fast", lone_call_gain=1.5)
+        for replica in (a, b, fast):
+            await replica.server.start()
+        backend = client([a.address, b.address], lone_call_threads=2, lone_call_min_gain=1.3)
+        await backend.start()
+        try:
+            served = await served_by(backend, 3)  # one at a time: each call lone
+            warm, other = (a, b) if served[0] == "a" else (b, a)
+            assert warm.lone_call_threads == [2, 0, 0]  # offered until its first answer said a second thread gains 1.05x
+            held = asyncio.create_task(backend.classify([HELD + "a call on its own threads"]))
+            async with asyncio.timeout(10):
+                while warm.holding == 0:
+                    await asyncio.sleep(0.01)
+            assert (await backend.classify(["made meanwhile"]))[0].category == other.name  # not queued behind it
+            warm.release.set()
+            assert (await held)[0].category == warm.name
+            assert warm.lone_call_threads[3:] == [0] and other.lone_call_threads == [0]  # neither call was lone
+
+            backend_fast = client([fast.address], lone_call_threads=2, lone_call_min_gain=1.3)
+            await backend_fast.start()
+            try:
+                await served_by(backend_fast, 3)
+                assert fast.lone_call_threads == [2, 2, 2]  # 1.5x: worth it
+            finally:
+                await backend_fast.close()
+        finally:
+            await backend.close()
+            for replica in (a, b, fast):
+                await replica.server.stop(None)
+
+    asyncio.run(scenario())

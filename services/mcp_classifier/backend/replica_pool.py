@@ -16,7 +16,9 @@ A call made while no call is in flight anywhere is *lone*: the gateway tells its
 sharing its node's cores with the others may run that forward on all of them (the others are idle; a
 one-thread forward of one text took 1.5x as long as a two-thread one on 2 cores). While a lone call is in
 flight, the next calls queue behind it on the same replica instead of starting a forward beside it: two
-forwards on more threads than cores wait on each other at every OpenMP barrier (docs/loadtest/paths.md).
+forwards on more threads than cores wait on each other at every OpenMP barrier (docs/loadtest/paths.md). Where a
+second thread does not speed one text up, that queueing only costs: each replica reports the gain it measured
+at its start (embedder/lone_calls.py), and the gateway lets only those that gain enough borrow (grpc_client).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class Replica:
     channel: grpc.aio.Channel
     stub: pb_grpc.ClassifierStub = field(init=False)
     in_flight: int = 0
+    lone_call_gain: float = 0.0  # from its last answer: how much sooner one text ran on borrowed cores (0: not reported yet)
 
     def __post_init__(self) -> None:
         self.stub = pb_grpc.ClassifierStub(self.channel)

@@ -29,6 +29,7 @@ from ..core.file_watch import watch_file_in_thread
 from ..core.tokenizer_threads import tokenizer_threads_in_effect
 from ..settings import Settings
 from ..telemetry import setup_tracing
+from .lone_calls import LoneCallProbe, measure_lone_call_gain
 from .serve_config import DEPLOYMENT_NAME, deployment_options, replica_settings
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,15 @@ class Embedder:
         # Read once the model is built (it sized the tokenizer's pool): the forward span reports it, 0 for every CPU.
         self._tokenizer_threads = tokenizer_threads_in_effect() or 0
         self._cpus = os.cpu_count() or 1  # a lone call's threads never exceed the machine's
+        # Its reading goes back with every answer: the gateway offers this replica the idle cores only where they help.
+        self._lone_calls = LoneCallProbe(
+            lambda: measure_lone_call_gain(lambda: self._classifier.classify([WARMUP_TEXTS[1]]), self._cpus),
+            lambda measure: self._executor.submit(measure).result(),
+        )
+        if self._classifier.encoder.device.type == "cpu" and self._cpus > self._executor.submit(torch.get_num_threads).result():
+            self._lone_calls.start()
+        else:
+            self._lone_calls.gain = 1.0  # no idle cores to borrow: a lone call runs on its own threads anyway
         self._slot_chars = self._settings.batch_slot_chars
         self._max_batch_size = self._settings.batch_size
         self._stats = pb.BatchStats(batch_size_counts=[0] * BATCH_SIZE_BUCKETS)
@@ -134,6 +144,7 @@ class Embedder:
                 category_set_version=category_set_version,
                 policy_version=policy_version,
                 model_id=self._classifier.encoder.model_id,
+                lone_call_gain=self._lone_calls.gain,
             )
 
     async def Embed(self, request: pb.EmbedRequest, grpc_context: Any = None) -> pb.EmbedResponse:
@@ -176,6 +187,7 @@ class Embedder:
             own_threads = torch.get_num_threads()
             threads = min(lone_call_threads, self._cpus)  # a lone call borrows the idle replicas' cores
             span.set_attribute("mcp_classifier.torch_threads", max(threads, own_threads))
+            span.set_attribute("mcp_classifier.lone_call_gain", self._lone_calls.gain)
             span.set_attribute("mcp_classifier.tokenizer_threads", self._tokenizer_threads)
             span.set_attribute("mcp_classifier.fp16_weights_max_tokens", self._classifier.encoder.fp16_weights_max_tokens)
             if threads > own_threads:

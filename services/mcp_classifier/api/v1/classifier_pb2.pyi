@@ -60,16 +60,18 @@ class Classification(_message.Message):
     def __init__(self, class_index: _Optional[int] = ..., category: _Optional[str] = ..., confidence: _Optional[float] = ..., model: _Optional[str] = ..., use_reasoning: _Optional[bool] = ..., probabilities: _Optional[_Iterable[float]] = ..., entropy: _Optional[float] = ...) -> None: ...
 
 class ClassifyResponse(_message.Message):
-    __slots__ = ("results", "category_set_version", "policy_version", "model_id")
+    __slots__ = ("results", "category_set_version", "policy_version", "model_id", "lone_call_gain")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     CATEGORY_SET_VERSION_FIELD_NUMBER: _ClassVar[int]
     POLICY_VERSION_FIELD_NUMBER: _ClassVar[int]
     MODEL_ID_FIELD_NUMBER: _ClassVar[int]
+    LONE_CALL_GAIN_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[Classification]
     category_set_version: str
     policy_version: str
     model_id: str
-    def __init__(self, results: _Optional[_Iterable[_Union[Classification, _Mapping]]] = ..., category_set_version: _Optional[str] = ..., policy_version: _Optional[str] = ..., model_id: _Optional[str] = ...) -> None: ...
+    lone_call_gain: float
+    def __init__(self, results: _Optional[_Iterable[_Union[Classification, _Mapping]]] = ..., category_set_version: _Optional[str] = ..., policy_version: _Optional[str] = ..., model_id: _Optional[str] = ..., lone_call_gain: _Optional[float] = ...) -> None: ...
 
 class InfoRequest(_message.Message):
     __slots__ = ()
