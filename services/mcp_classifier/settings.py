@@ -221,7 +221,7 @@ class Settings(BaseSettings):
         ge=0,
         description="With lone_call_threads: offer them only to replicas whose probe ran one text at least this many times as "
         "fast on them, or has not run yet (a Xeon host read 1.4; an AMD EPYC host 1.0-1.2, where waiting behind lone calls "
-        "served up to a fifth fewer requests at 2-8 clients); 0 offers them to every replica.",
+        "served about a tenth fewer requests at 2-8 clients); 0 offers them to every replica.",
     )
     grpc_max_attempts: int = Field(
         4, ge=1, le=5, description="gRPC attempts per call (retries on UNAVAILABLE and RESOURCE_EXHAUSTED, with backoff)."
