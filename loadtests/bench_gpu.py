@@ -7,7 +7,8 @@ per batch of one size, as the replicas run them, with the forward eager and as C
 (``--cuda-graphs both``), with transformers' RMSNorms and with torch's fused one (``--fused-norms both``), with
 transformers' rotary embeddings and with one compiled kernel a call (``--fused-rotary both``), with the grouped keys
 and values copied out to every query head before attention, as transformers does whenever a mask is given,
-or handed to SDPA as they are (``--sdpa-gqa both``). Two figures per row: the model's part alone (texts tokenised
+or handed to SDPA as they are (``--sdpa-gqa both``; transformers 5.17 ignores the switch this uses, so there the rows
+are alike), with each layer of the model's stack run through torch.compile (``--compiled-layers both``). Two figures per row: the model's part alone (texts tokenised
 beforehand) and the whole call, tokenising included: on one CPU thread, and on the tokenizer's pool as the
 service sizes it (``tokenizer_threads``: every CPU beside a GPU; ``--tokenizer-threads N`` sets it).
 
@@ -221,6 +222,12 @@ def main(argv: list[str] | None = None) -> int:
         "rows with the grouped keys and values handed to SDPA as they are (on), copied out to every query head as "
         "transformers does under a mask (off)",
     )
+    add_variant_flag(
+        parser,
+        "--compiled-layers",
+        "off",
+        "rows with each layer of the model's stack run through torch.compile, one graph shared by all (on), as the model runs them (off)",
+    )
     parser.add_argument(
         "--profile-batch",
         type=int,
@@ -279,9 +286,17 @@ def main(argv: list[str] | None = None) -> int:
     norm_modes = ["off", "on"] if args.fused_norms == "both" else [args.fused_norms]  # transformers' first: fusing is one way
     rotary_modes = ["off", "on"] if args.fused_rotary == "both" else [args.fused_rotary]
     gqa_modes = ["off", "on"] if args.sdpa_gqa == "both" else [args.sdpa_gqa]
-    variants = [(norms, rotary, gqa, mode) for norms in norm_modes for rotary in rotary_modes for gqa in gqa_modes for mode in modes]
+    layer_modes = ["off", "on"] if args.compiled_layers == "both" else [args.compiled_layers]
+    variants = [
+        (norms, rotary, gqa, layers, mode)
+        for norms in norm_modes
+        for rotary in rotary_modes
+        for gqa in gqa_modes
+        for layers in layer_modes
+        for mode in modes
+    ]
     force_gqa_before = os.environ.get(FORCE_GQA_ENV)
-    for norms, rotary, gqa, mode in variants:
+    for norms, rotary, gqa, layers, mode in variants:
         if norms == "on" and not encoder.fused_norm_layers and not encoder.fuse_norms():
             print("| the model's norms could not be fused (see the log): no fused-norm rows |")
             break
@@ -291,6 +306,11 @@ def main(argv: list[str] | None = None) -> int:
             print("| the rotary embeddings could not be compiled (see the log): no fused-rotary rows |")
             continue
         os.environ[FORCE_GQA_ENV] = "1" if gqa == "on" else "0"
+        if layers == "off" and encoder.compiled_layer_count:
+            encoder.uncompile_layers()
+        if layers == "on" and not encoder.compiled_layer_count and not encoder.compile_layers():
+            print("| the model's layers could not be compiled (see the log): no compiled-layer rows |")
+            continue
         encoder.disable_cuda_graphs()  # captured afresh per variant: a graph replays the kernels it recorded
         if mode == "on" and not encoder.enable_cuda_graphs():
             print("| CUDA graphs could not be enabled for this model (see the log): no graph rows |")
@@ -300,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
             + (", fused norms" if norms == "on" else "")
             + (", fused rotary" if rotary == "on" else "")
             + (", SDPA GQA" if gqa == "on" else "")
+            + (", compiled layers" if layers == "on" else "")
             + (", compiled" if args.compile else "")
         )
         for length in (int(t) for t in args.query_tokens.split(",")):

@@ -18,6 +18,7 @@ from transformers.models.qwen3 import modeling_qwen3
 from mcp_classifier.core.encoder import TextEncoder
 from mcp_classifier.core.fused_rotary import ROTARY_FUNCTION, CompiledRotary, unfuse_rotary
 from tests.integration.test_batch_plan import MIXED_TEXTS
+from tests.support.compile_backends import failing_backend
 from tests.support.tiny_models import build_tiny_qwen3
 
 
@@ -64,9 +65,6 @@ def test_a_compile_that_gives_other_embeddings_is_undone_at_load(plain: TextEnco
 
 
 def test_a_compile_that_fails_leaves_the_encoder_running_as_before(plain: TextEncoder, caplog: pytest.LogCaptureFixture) -> None:
-    def failing_backend(graph: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
-        raise RuntimeError("no working C compiler")
-
     expected = plain.encode_queries(MIXED_TEXTS)
     assert plain.fuse_rotary(backend=failing_backend) == 0
     assert "fused rotary embeddings are off: compiling them failed" in caplog.text

@@ -90,3 +90,19 @@ def test_fused_rotary_compiles_on_cuda_and_agrees_with_transformers_inside_cuda_
         unfuse_rotary(fused.model)
         torch._dynamo.reset()
     assert not hasattr(modeling_qwen3.apply_rotary_pos_emb, "device_types")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine: Triton kernels compile only on a GPU host")
+def test_compiled_layers_compile_on_cuda_and_agree_with_transformers_inside_cuda_graphs(tmp_path: Path) -> None:
+    path = str(build_tiny_qwen3(tmp_path))
+    plain = TextEncoder(path, device="cuda", cuda_graphs="auto", batch_size=8)
+    texts = MIXED_TEXTS * 3
+    expected = plain.encode(texts)
+    compiled = TextEncoder(path, device="cuda", cuda_graphs="auto", fused_norms="auto", compiled_layers="auto", batch_size=8)
+    try:
+        assert compiled.compiled_layer_count == compiled.model.config.num_hidden_layers
+        assert compiled.cuda_graphs is not None  # captured with the compiled kernels inside
+        assert np.min(np.sum(compiled.encode(texts) * expected, axis=1)) > 0.999
+    finally:
+        compiled.uncompile_layers()
+        torch._dynamo.reset()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 CORPUS = [
     "what is the derivative of a polynomial",
@@ -50,3 +51,21 @@ def build_tiny_qwen3(target: Path) -> Path:
     model.save_pretrained(target)
     fast.save_pretrained(target)
     return target
+
+
+def tiny_qwen3_model(layers: int = 3) -> Any:
+    """A Qwen3Model of a few tiny layers in memory, seeded, in eval mode: for tests that swap or compile its parts."""
+    import torch
+    from transformers import Qwen3Config, Qwen3Model
+
+    torch.manual_seed(0)
+    config = Qwen3Config(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+    )
+    return Qwen3Model(config).eval()

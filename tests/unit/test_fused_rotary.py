@@ -6,51 +6,21 @@ generation); the real Inductor backend runs in tests/integration/test_fused_rota
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 import torch
-from transformers import BertConfig, BertModel, Qwen3Config, Qwen3Model
+from transformers import BertConfig, BertModel, Qwen3Model
 from transformers.models.qwen3 import modeling_qwen3
 
 from mcp_classifier.core.fused_rotary import ROTARY_FUNCTION, CompiledRotary, fuse_rotary, unfuse_rotary
-
-
-class CountingBackend:
-    """A torch.compile backend that runs what dynamo traced, counting compiles and calls."""
-
-    def __init__(self) -> None:
-        self.compiles = 0
-        self.calls = 0
-
-    def __call__(self, graph: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
-        self.compiles += 1
-
-        def run(*args: Any) -> Any:
-            self.calls += 1
-            return graph.forward(*args)
-
-        return run
-
-
-def tiny_qwen3(layers: int = 3) -> Qwen3Model:
-    torch.manual_seed(0)
-    config = Qwen3Config(
-        vocab_size=64,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
-    )
-    return Qwen3Model(config).eval()
+from tests.support.compile_backends import CountingBackend
+from tests.support.tiny_models import tiny_qwen3_model
 
 
 @pytest.fixture
 def qwen3() -> Iterator[Qwen3Model]:
-    model = tiny_qwen3()
+    model = tiny_qwen3_model()
     original = getattr(modeling_qwen3, ROTARY_FUNCTION)
     yield model
     unfuse_rotary(model)  # the swap is module-wide: no other test may see it
@@ -90,7 +60,7 @@ def test_fusing_twice_wraps_once_and_a_model_without_rotary_embeddings_is_left_a
     backend = CountingBackend()
     fuse_rotary(qwen3, "cuda", backend)
     wrapper = getattr(modeling_qwen3, ROTARY_FUNCTION)
-    assert fuse_rotary(tiny_qwen3(layers=2), "cpu", backend) == 2  # a second encoder, as after a hot reload
+    assert fuse_rotary(tiny_qwen3_model(layers=2), "cpu", backend) == 2  # a second encoder, as after a hot reload
     assert getattr(modeling_qwen3, ROTARY_FUNCTION) is wrapper and wrapper.device_types == {"cuda", "cpu"}
     last_hidden(qwen3)
     assert backend.calls == 3  # the CPU model now goes through the compiled function too

@@ -301,7 +301,8 @@ tests/test_helm_chart.py renders this and compares it with `mcp-classifier serve
 {{- if ne $e.scoringMethod "auto" }}{{ $_ := set $settings "scoring_method" $e.scoringMethod }}{{ end -}}
 {{- if ne $e.cudaGraphs "auto" }}{{ $_ := set $settings "cuda_graphs" $e.cudaGraphs }}{{ end -}}
 {{- if ne $e.fusedNorms "auto" }}{{ $_ := set $settings "fused_norms" $e.fusedNorms }}{{ end -}}
-{{- if ne $e.fusedRotary "off" }}{{ $_ := set $settings "fused_rotary" $e.fusedRotary }}{{ end -}}
+{{- if ne $e.fusedRotary "auto" }}{{ $_ := set $settings "fused_rotary" $e.fusedRotary }}{{ end -}}
+{{- if ne $e.compiledLayers "auto" }}{{ $_ := set $settings "compiled_layers" $e.compiledLayers }}{{ end -}}
 {{- if ne (int $e.fp16WeightsMaxTokens) 128 }}{{ $_ := set $settings "fp16_weights_max_tokens" (int $e.fp16WeightsMaxTokens) }}{{ end -}}
 {{- if ne $e.middleLayerFeatures "off" }}{{ $_ := set $settings "middle_layer_features" $e.middleLayerFeatures }}{{ end -}}
 {{- if ne $e.lexicalScoring "auto" }}{{ $_ := set $settings "lexical_scoring" $e.lexicalScoring }}{{ end -}}

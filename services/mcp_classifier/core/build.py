@@ -54,6 +54,7 @@ def build_classifier(settings: Settings) -> Classifier:
         cuda_graphs=settings.cuda_graphs,
         fused_norms=settings.fused_norms,
         fused_rotary=settings.fused_rotary,
+        compiled_layers=settings.compiled_layers,
         fp16_weights_max_tokens=settings.fp16_weights_max_tokens,
     )
     return Classifier(encoder, config, settings.scoring_method, settings.lexical_scoring, settings.token_matching)

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
+from . import compiled_layers as layer_compile
 from . import fused_rotary as rotary_swap
 from .batch_plan import plan_cost, plan_sub_batches
 from .cpu_features import amx_bf16_available
@@ -42,6 +43,7 @@ MiddleLayer = Literal["on", "off"]
 CudaGraphs = Literal["auto", "on", "off"]
 FusedNorms = Literal["auto", "on", "off"]
 FusedRotary = Literal["auto", "on", "off"]
+CompiledLayers = Literal["auto", "on", "off"]
 
 # Texts of several lengths sharing packed rows: a text that saw its neighbours, or a wrong position, shows.
 _PROBE_TEXTS = [f"probe {'word ' * n}for packing" for n in (1, 3, 7, 12, 2, 5)]
@@ -140,6 +142,7 @@ class TextEncoder:
         cuda_graphs: CudaGraphs = "off",
         fused_norms: FusedNorms = "off",
         fused_rotary: FusedRotary = "off",
+        compiled_layers: CompiledLayers = "off",
         fp16_weights_max_tokens: int = 0,
     ) -> None:
         self.model_id = model
@@ -205,6 +208,9 @@ class TextEncoder:
         self.fused_rotary_layers = 0  # attention layers whose rotary embeddings run compiled (fused_rotary)
         if self._on_where_cuda(fused_rotary):
             self.fuse_rotary()
+        self.compiled_layer_count = 0  # layers of the model's stack run through torch.compile (compiled_layers)
+        if self._on_where_cuda(compiled_layers):
+            self.compile_layers()
         # How costly a model call is next to padding: decides how a mixed batch is split (batch_plan).
         self.forward_overhead_tokens = forward_overhead_tokens or self.measure_forward_overhead()
         log.info("one forward costs about as much as %.0f tokens of padding", self.forward_overhead_tokens)
@@ -448,7 +454,7 @@ class TextEncoder:
         """The forward a CUDA graph records: packed inputs on the device in, the last layer out."""
         return self.model(**self._packed_inputs(input_ids, position_ids, segment_ids), **self._no_cache).last_hidden_state
 
-    def _on_where_cuda(self, choice: FusedNorms | FusedRotary) -> bool:
+    def _on_where_cuda(self, choice: FusedNorms | FusedRotary | CompiledLayers) -> bool:
         """auto: on CUDA only, where fusing saves passes over GPU memory; on the CPU torch runs the same steps either way."""
         return choice == "on" or (choice == "auto" and self.device.type == "cuda")
 
@@ -503,24 +509,55 @@ class TextEncoder:
         if not layers:
             log.info("fused rotary embeddings are off: the model's layers call no %s", rotary_swap.ROTARY_FUNCTION)
             return 0
-        started = time.perf_counter()
-        try:
-            agreement = self._agreement_with_padded(features, before)
-        except (RuntimeError, OSError, ImportError) as exc:  # torch.compile: no C compiler, no Triton, an op it cannot trace
-            self.unfuse_rotary()
-            log.warning("fused rotary embeddings are off: compiling them failed (%s: %s)", type(exc).__name__, exc)
-            return 0
-        if agreement < PACKING_MIN_COSINE:
-            self.unfuse_rotary()
-            log.warning("fused rotary embeddings are off: embeddings with them differ from the model's own (cosine %.4f)", agreement)
+        checked = self._compiled_swap_agrees("fused rotary embeddings", features, before, self.unfuse_rotary)
+        if checked is None:
             return 0
         self.fused_rotary_layers = layers
         log.info(
             "%d attention layers apply rotary embeddings as one compiled kernel a call (compiled in %.1f s; embeddings agree: cosine %.5f)",
             layers,
-            time.perf_counter() - started,
-            agreement,
+            *checked,
         )
+        return layers
+
+    def _compiled_swap_agrees(
+        self, what: str, features: dict[str, list[list[int]]], before: np.ndarray, undo: Callable[[], None]
+    ) -> tuple[float, float] | None:
+        """Compile a swap by running the probe through it: (seconds, cosine) where embeddings stay ``before``, else undone, None."""
+        started = time.perf_counter()
+        try:
+            agreement = self._agreement_with_padded(features, before)
+        except (RuntimeError, OSError, ImportError) as exc:  # torch.compile: no C compiler, no Triton, an op it cannot trace
+            undo()
+            log.warning("%s are off: compiling them failed (%s: %s)", what, type(exc).__name__, exc)
+            return None
+        if agreement < PACKING_MIN_COSINE:
+            undo()
+            log.warning("%s are off: embeddings with them differ from the model's own (cosine %.4f)", what, agreement)
+            return None
+        return time.perf_counter() - started, agreement
+
+    def uncompile_layers(self) -> None:
+        """The model's layers run their own forwards from now on (benchmarks time both on one encoder)."""
+        layer_compile.uncompile_layers(self.model)
+        self.compiled_layer_count = 0
+
+    def compile_layers(self, backend: layer_compile.CompileBackend = "inductor") -> int:
+        """Each layer of the model's stack through torch.compile, where whole embeddings stay the model's own.
+
+        Before graphs are captured: the probe's forwards compile it, and a graph records the kernels
+        its forward launched. ``backend`` is torch.compile's (tests count or spoil what it compiles).
+        """
+        features, before = self._probe_alone()
+        layers = layer_compile.compile_layers(self.model, backend)
+        if not layers:
+            log.info("compiled layers are off: the model has no stack of identical layers")
+            return 0
+        checked = self._compiled_swap_agrees("compiled layers", features, before, self.uncompile_layers)
+        if checked is None:
+            return 0
+        self.compiled_layer_count = layers
+        log.info("%d layers run through torch.compile (compiled in %.1f s; embeddings agree: cosine %.5f)", layers, *checked)
         return layers
 
     def use_fp16_weights(self, max_tokens: int) -> int:

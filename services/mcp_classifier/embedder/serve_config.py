@@ -26,6 +26,7 @@ REPLICA_SETTINGS = (
     "fused_norms",
     "fp16_weights_max_tokens",
     "fused_rotary",
+    "compiled_layers",
     "batch_size",
     "categories_file",
     "scoring_method",
