@@ -9,7 +9,7 @@
 # It uses the host's own python3, PyTorch and transformers, and .gpu/ (loadtests/gpu_host/bundle.sh)
 # for everything else. Stages write JSON and logs to $OUT as they finish, so a timeout keeps
 # what was done. Stage 0 imports everything first: a missing package fails in seconds, not minutes.
-#   OUT=/tmp/gpu-out bash loadtests/gpu_host/run.sh [stages: gputests,graph-memory,eager,graphs,fused-norms,fused-rotary,sdpa-gqa,paths,compile,compile-graphs]
+#   OUT=/tmp/gpu-out bash loadtests/gpu_host/run.sh [stages: gputests,graph-memory,eager,graphs,fused-norms,fused-rotary,sdpa-gqa,levers,compiled-layers,paths,compile,compile-graphs]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 PY="${PY:-python3}"
@@ -18,7 +18,7 @@ STAGES="${1:-eager,graphs,paths,compile}"
 BUNDLE="${BUNDLE:-.gpu}"
 SITE_ROOT="${SITE_ROOT:-/tmp/mcp-classifier-gpu}"
 # Seconds each stage may take, so the last stage can never eat the whole call.
-EAGER_S="${EAGER_S:-130}" GRAPHS_S="${GRAPHS_S:-90}" PATHS_S="${PATHS_S:-280}" COMPILE_S="${COMPILE_S:-180}"
+EAGER_S="${EAGER_S:-130}" GRAPHS_S="${GRAPHS_S:-90}" PATHS_S="${PATHS_S:-280}" COMPILE_S="${COMPILE_S:-180}" LEVERS_S="${LEVERS_S:-150}" LAYERS_S="${LAYERS_S:-230}"
 # The bench figures: rows of the embedder bench; client levels and batch of the path bench.
 BATCH_SIZES="${BATCH_SIZES:-16,32,64,128,256,512}" QUERY_TOKENS="${QUERY_TOKENS:-16,32,64}" ROW_SECONDS="${ROW_SECONDS:-2}"
 GRAPH_BATCH_SIZES="${GRAPH_BATCH_SIZES:-1,16,64,256,512,1024}"
@@ -92,6 +92,20 @@ if [[ ",$STAGES," == *,sdpa-gqa,* ]]; then
   timeout -k 10 "$GRAPHS_S" "$PY" -m loadtests.bench_gpu --model "$MODEL" --batch-sizes 1,64,256,512 --query-tokens 32 \
     --seconds "$ROW_SECONDS" --matmul-size 8192 --cuda-graphs both --fused-norms on --sdpa-gqa both --profile-batch 256 \
     --json "$OUT/gpu-sdpa-gqa.json" || status=1
+fi
+if [[ ",$STAGES," == *,levers,* ]]; then
+  echo "== stage 2e: every GPU lever together (graphs, fused norms), fused rotary and SDPA GQA each off and on, 32-token queries up to batch 1024"
+  # transformers reads TRANSFORMERS_SDPA_FORCE_GQA only in some versions: without it the GQA rows equal the others
+  "$PY" -c "import inspect, transformers.integrations.sdpa_attention as m; print('transformers honours TRANSFORMERS_SDPA_FORCE_GQA:', 'TRANSFORMERS_SDPA_FORCE_GQA' in inspect.getsource(m))"
+  timeout -k 10 "$LEVERS_S" "$PY" -m loadtests.bench_gpu --model "$MODEL" --batch-sizes 1,64,256,512,1024 --query-tokens 32 \
+    --seconds "$ROW_SECONDS" --matmul-size 8192 --cuda-graphs on --fused-norms on --fused-rotary both --sdpa-gqa both --profile-batch 256 \
+    --json "$OUT/gpu-levers.json" || status=1
+fi
+if [[ ",$STAGES," == *,compiled-layers,* ]]; then
+  echo "== stage 2f: each layer of the model through torch.compile (one graph for all 28) beside fused rotary alone, as CUDA graphs"
+  timeout -k 10 "$LAYERS_S" "$PY" -m loadtests.bench_gpu --model "$MODEL" --batch-sizes 1,64,256,512,1024 --query-tokens 32 \
+    --seconds "$ROW_SECONDS" --matmul-size 8192 --cuda-graphs on --fused-norms on --fused-rotary on --compiled-layers both --profile-batch 256 \
+    --json "$OUT/gpu-compiled-layers.json" || status=1
 fi
 if [[ ",$STAGES," == *,paths,* ]]; then
   echo "== stage 3: gateway -> Ray Serve on the GPU (and the local backend beside it where PATH_SET names it)"
