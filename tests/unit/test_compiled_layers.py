@@ -64,3 +64,14 @@ def test_uncompiling_puts_every_layer_back_on_its_own_forward(qwen3: Qwen3Model)
     uncompile_layers(qwen3)
     torch.testing.assert_close(last_hidden(qwen3), expected)
     assert backend.calls == 4  # nothing more went through it
+
+
+def test_a_model_loaded_again_reuses_the_compiled_graph(qwen3: Qwen3Model) -> None:
+    """A hot reload builds new layers: they must not add compiles, whose cache has a limit per process."""
+    backend = CountingBackend()
+    compile_layers(qwen3, backend)
+    last_hidden(qwen3)
+    reloaded = tiny_qwen3()
+    compile_layers(reloaded, backend)
+    last_hidden(reloaded)
+    assert backend.compiles == 1 and backend.calls == 8
