@@ -102,10 +102,10 @@ if [[ ",$STAGES," == *,levers,* ]]; then
     --json "$OUT/gpu-levers.json" || status=1
 fi
 if [[ ",$STAGES," == *,compiled-layers,* ]]; then
-  echo "== stage 2f: each layer of the model through torch.compile (one graph for all 28) beside fused rotary alone, as CUDA graphs"
+  echo "== stage 2f: each layer of the model through torch.compile (one graph for all 28) beside fused rotary alone, as CUDA graphs; also two calls in flight"
   timeout -k 10 "$LAYERS_S" "$PY" -m loadtests.bench_gpu --model "$MODEL" --batch-sizes 1,64,256,512,1024 --query-tokens 32 \
     --seconds "$ROW_SECONDS" --matmul-size 8192 --cuda-graphs on --fused-norms on --fused-rotary on --compiled-layers both --profile-batch 256 \
-    --json "$OUT/gpu-compiled-layers.json" || status=1
+    --calls-in-flight 2 --texts 2048 --json "$OUT/gpu-compiled-layers.json" || status=1
 fi
 if [[ ",$STAGES," == *,paths,* ]]; then
   echo "== stage 3: gateway -> Ray Serve on the GPU (and the local backend beside it where PATH_SET names it)"

@@ -100,3 +100,28 @@ def test_the_bench_times_copied_keys_beside_grouped_ones_and_puts_the_switch_bac
     layers = 2  # build_tiny_qwen3's
     assert clones == {"eager": 2 * layers, "eager, SDPA GQA": 0}
     assert bench_gpu.FORCE_GQA_ENV not in os.environ  # transformers reads it on every call: never left behind
+
+
+def test_the_bench_times_compiled_layers_beside_the_models_own_and_undoes_them(tmp_path: Path) -> None:
+    model = build_tiny_qwen3(tmp_path / "tiny-qwen3")
+    out = tmp_path / "layers.json"
+    args = ["--model", str(model), "--device", "cpu", "--batch-sizes", "4", "--query-tokens", "16", "--texts", "8", "--seconds", "0.05"]
+    try:
+        assert bench_gpu.main([*args, "--compiled-layers", "both", "--json", str(out)]) == 0
+    finally:
+        torch._dynamo.reset()
+    report = orjson.loads(out.read_bytes())
+    assert [row["forward"] for row in report["rows"]] == ["eager", "eager, compiled layers"]
+    assert all(row["tokens_per_s"] > 0 for row in report["rows"])
+
+
+def test_the_bench_times_calls_in_flight_where_there_are_enough_texts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = build_tiny_qwen3(tmp_path / "tiny-qwen3")
+    out = tmp_path / "in-flight.json"
+    args = ["--model", str(model), "--device", "cpu", "--batch-sizes", "4,8", "--query-tokens", "16", "--texts", "12", "--seconds", "0.05"]
+    assert bench_gpu.main([*args, "--calls-in-flight", "2", "--json", str(out)]) == 0
+    rows = {row["batch_size"]: row for row in orjson.loads(out.read_bytes())["rows"]}
+    assert rows[4]["share_in_flight"] > 0  # 12 texts: two batches of 4 in flight
+    assert rows[8]["share_in_flight"] is None  # two batches of 8 need 16 texts: said, not made up
+    printed = capsys.readouterr().out
+    assert "share, 2 calls in flight" in printed and "with 2 calls in flight: best" in printed
