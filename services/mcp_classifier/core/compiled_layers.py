@@ -16,12 +16,9 @@ for one module; this finds the modules and undoes it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from torch import nn
 
-CompileBackend = str | Callable[..., Any]
+from .fused_rotary import CompileBackend
 
 
 def repeated_blocks(model: nn.Module) -> list[nn.Module]:
