@@ -288,6 +288,8 @@ def test_one_request_is_traced_across_gateway_grpc_replica_batch_and_forward(ray
     assert forward.attributes["mcp_classifier.torch_threads"] == min(Settings().ray_num_cpus, os.cpu_count() or 1)
     # The replica reports what its lone-call probe read: 0 until the host was quiet for it, then the gain (1 with no cores to borrow).
     assert forward.attributes["mcp_classifier.lone_call_gain"] >= 0.0
+    # Where this host's cores are all the embedded node's, the replica (rank 0, one CPU) runs on the first of them.
+    assert forward.attributes["mcp_classifier.replica_cores"] == _expected_replica_cores()
     # The gateway's --tokenizer-threads went through the Serve config to the replica, which sized its tokenizer's pool.
     assert forward.attributes["mcp_classifier.tokenizer_threads"] == TOKENIZER_THREADS
     # So did --fp16-weights-max-tokens: the replica's small calls take the fp16 weights up to that size.
@@ -435,6 +437,25 @@ def test_categories_change_reaches_the_replicas_under_load(ray_stack: ServerProc
     assert httpx.get(f"{ray_stack.url}/health").json()["categories"][-1] == "finance"
     time.sleep(2 * Settings().replica_refresh_s)  # a redeploy would have started its replacement by now
     assert _replica_pids(ray_stack) == replicas_before
+
+
+def _expected_replica_cores() -> list[int]:
+    """replica_cpu_pinning auto: the one replica (rank 0, one CPU) on the first core, where Ray has every core this host offers."""
+    allowed = sorted(os.sched_getaffinity(0))
+    return allowed[:1] if len(allowed) <= Settings().ray_num_cpus else []
+
+
+def test_the_replica_runs_on_a_core_of_its_own_and_a_lone_call_still_borrows_the_others(ray_stack: ServerProcess) -> None:
+    expected = _expected_replica_cores()
+    if not expected:
+        pytest.skip("this host has more cores than the embedded node's ray_num_cpus: auto leaves replicas unpinned")
+    _rest_classify(ray_stack.url, "a lone request: nothing else in flight")  # borrows the idle cores (--lone-call-min-gain 0)
+    (pid,) = _replica_pids(ray_stack)
+    masks = [tuple(sorted(os.sched_getaffinity(thread.id))) for thread in psutil.Process(pid).threads()]
+    assert os.sched_getaffinity(pid) == set(expected)  # the replica's main thread, and with it Serve's request path
+    assert masks.count(tuple(expected)) >= len(masks) - 2  # every thread but a lone call's OpenMP workers
+    # The lone call's OpenMP worker started inside the widened block: it may run on every core of the node.
+    assert tuple(sorted(os.sched_getaffinity(0))) in masks
 
 
 def _replica_pids(stack: ServerProcess) -> set[int]:

@@ -60,6 +60,7 @@ VALUE_FLAGS: dict[str, str] = {
     "embedder.batchSlotChars": "--batch-slot-chars",
     "embedder.maxOngoingRequests": "--max-ongoing-requests",
     "embedder.cpusPerReplica": "--replica-num-cpus",
+    "embedder.cpuPinning": "--replica-cpu-pinning",
     "embedder.gpusPerReplica": "--replica-num-gpus",
     "embedder.targetOngoingRequests": "--target-ongoing-requests",
     "embedder.healthCheckPeriodS": "--replica-health-check-period-s",
@@ -282,6 +283,7 @@ ALL_DEFAULTS = {  # every replica setting at its Settings default: serve-config 
     "batchSize": 32,
     "gpusPerReplica": 0,
     "cpusPerReplica": 1,
+    "cpuPinning": "auto",
     "workers": {"gpusPerPod": 0, "tolerations": []},
 }
 ALL_CHANGED = {  # every setting away from its default, odd numbers included
@@ -309,6 +311,7 @@ ALL_CHANGED = {  # every setting away from its default, odd numbers included
     "batchSlotChars": 300,
     "maxOngoingRequests": 48,
     "cpusPerReplica": 0.5,
+    "cpuPinning": "off",
     "gpusPerReplica": 0.5,
     "targetOngoingRequests": 12.5,
     "healthCheckPeriodS": 4.5,

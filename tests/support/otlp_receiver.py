@@ -50,6 +50,8 @@ class _Collector(trace_service_pb2_grpc.TraceServiceServicer):
 
 def _value(v):
     kind = v.WhichOneof("value")
+    if kind == "array_value":  # a sequence attribute: its values, each read the same way
+        return [_value(item) for item in v.array_value.values]
     return getattr(v, kind) if kind else None
 
 

@@ -295,6 +295,7 @@ tests/test_helm_chart.py renders this and compares it with `mcp-classifier serve
 {{- if ne $e.queryInstruction "auto" }}{{ $_ := set $settings "query_instruction" $e.queryInstruction }}{{ end -}}
 {{- if ne (int $e.maxSeqLength) 256 }}{{ $_ := set $settings "max_seq_length" (int $e.maxSeqLength) }}{{ end -}}
 {{- if ne (int $e.torchThreads) 0 }}{{ $_ := set $settings "torch_threads" (int $e.torchThreads) }}{{ end -}}
+{{- if ne $e.cpuPinning "auto" }}{{ $_ := set $settings "replica_cpu_pinning" $e.cpuPinning }}{{ end -}}
 {{- if ne (int $e.tokenizerThreads) 0 }}{{ $_ := set $settings "tokenizer_threads" (int $e.tokenizerThreads) }}{{ end -}}
 {{- if ne (float64 $e.forwardOverheadTokens) 0.0 }}{{ $_ := set $settings "forward_overhead_tokens" $e.forwardOverheadTokens }}{{ end -}}
 {{- if ne (int $e.packWidthTokens) 64 }}{{ $_ := set $settings "pack_width_tokens" (int $e.packWidthTokens) }}{{ end -}}

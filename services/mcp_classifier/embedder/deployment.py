@@ -10,9 +10,10 @@ import math
 import os
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from opentelemetry import trace
@@ -25,14 +26,17 @@ from ..api.convert import info_to_proto, results_to_proto, vectors_to_bytes
 from ..api.v1 import classifier_pb2 as pb
 from ..core.build import build_classifier
 from ..core.classifier import ClassificationResult, Classifier
+from ..core.encoder import pick_device
 from ..core.file_watch import watch_file_in_thread
 from ..core.tokenizer_threads import tokenizer_threads_in_effect
 from ..settings import Settings
 from ..telemetry import setup_tracing
+from .cpu_pinning import pin_process, pinning_applies, replica_cpus, thread_widened
 from .lone_calls import LoneCallProbe, measure_lone_call_gain
 from .serve_config import DEPLOYMENT_NAME, deployment_options, replica_settings
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 TRACER_NAME = "mcp_classifier.embedder"  # the tracer is made per replica: Ray pickles this class by value
 
 WARMUP_TEXTS = ("warm-up query", "a somewhat longer warm-up query so that several sequence lengths get compiled")
@@ -66,6 +70,9 @@ class Embedder:
         setup_tracing("mcp-classifier-embedder")
         self._tracer = trace.get_tracer(TRACER_NAME)
         self._settings = Settings(**settings)
+        self._all_cores = sorted(os.sched_getaffinity(0))  # before pinning: what a lone call may borrow
+        # Before any thread of its own starts: the forward thread, the tokenizer's and OpenMP's inherit it.
+        self._pinned_to = self._pin_to_own_cores()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="forward")
         # Built and warmed on the forward thread, the one every batch runs on: OpenMP keeps a thread
         # team per calling thread, and once a second thread has run torch with two or more threads,
@@ -76,7 +83,7 @@ class Embedder:
         self._cpus = os.cpu_count() or 1  # a lone call's threads never exceed the machine's
         # Its reading goes back with every answer: the gateway offers this replica the idle cores only where they help.
         self._lone_calls = LoneCallProbe(
-            lambda: measure_lone_call_gain(lambda: self._classifier.classify([WARMUP_TEXTS[1]]), self._cpus),
+            lambda: self._on_all_cores(lambda: measure_lone_call_gain(lambda: self._classifier.classify([WARMUP_TEXTS[1]]), self._cpus)),
             lambda measure: self._executor.submit(measure).result(),
         )
         if self._classifier.encoder.device.type == "cpu" and self._cpus > self._executor.submit(torch.get_num_threads).result():
@@ -108,6 +115,33 @@ class Embedder:
             boundaries=[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5],
         )
         log.info("embedder replica ready: %s", self._classifier.info.model_id)
+
+    def _pin_to_own_cores(self) -> list[int] | None:
+        """This replica's process onto its slice of the node's cores (embedder/cpu_pinning.py), where that is safe."""
+        if self._settings.replica_cpu_pinning == "off" or pick_device(self._settings.device).type != "cpu":
+            return None
+        import ray
+
+        allowed = self._all_cores
+        context = ray.get_runtime_context()
+        node_id = context.get_node_id()
+        node_cpus = next((float(n["Resources"].get("CPU", 0)) for n in ray.nodes() if n["NodeID"] == node_id), 0.0)
+        if not pinning_applies(self._settings.replica_cpu_pinning, len(allowed), node_cpus):
+            log.info("replica not pinned: it may run on %d cores, Ray has %g on this node", len(allowed), node_cpus)
+            return None
+        rank = serve.get_replica_context().rank.local_rank
+        cpus = replica_cpus(allowed, rank, float(context.get_assigned_resources().get("CPU", 0)))
+        if cpus is None:
+            log.info("replica %d not pinned: no whole-CPU slice of cores %s is its own", rank, allowed)
+            return None
+        threads = pin_process(cpus)
+        log.info("replica %d pinned to cores %s (%d threads)", rank, cpus, threads)
+        return cpus
+
+    def _on_all_cores(self, work: Callable[[], T]) -> T:
+        """``work`` on the forward thread with every core the process was allowed before pinning: a lone call's borrowed threads."""
+        with thread_widened(self._all_cores if self._pinned_to is not None else None):
+            return work()
 
     def _build_and_warm(self) -> Classifier:
         classifier = build_classifier(self._settings)
@@ -189,18 +223,23 @@ class Embedder:
             span.set_attribute("mcp_classifier.torch_threads", max(threads, own_threads))
             span.set_attribute("mcp_classifier.lone_call_gain", self._lone_calls.gain)
             span.set_attribute("mcp_classifier.tokenizer_threads", self._tokenizer_threads)
+            span.set_attribute("mcp_classifier.replica_cores", self._pinned_to or [])  # empty: not pinned
             span.set_attribute("mcp_classifier.fp16_weights_max_tokens", self._classifier.encoder.fp16_weights_max_tokens)
-            if threads > own_threads:
-                torch.set_num_threads(threads)  # on the forward thread, the only one that runs torch: one OpenMP team
-            try:
+            if threads <= own_threads:
                 results = self._classifier.classify(texts)
-            finally:
-                if threads > own_threads:
-                    torch.set_num_threads(own_threads)
+            else:
+                results = self._on_all_cores(lambda: self._classify_on_threads(texts, threads, own_threads))
             span.set_attribute("mcp_classifier.tokens", self._classifier.encoder.last_batch_tokens)
             span.set_attribute("mcp_classifier.model_calls", self._classifier.encoder.last_forward_calls)
             span.set_attribute("mcp_classifier.packed", self._classifier.encoder.last_batch_packed)
             return results
+
+    def _classify_on_threads(self, texts: list[str], threads: int, own_threads: int) -> list[ClassificationResult]:
+        torch.set_num_threads(threads)  # on the forward thread, the only one that runs torch: one OpenMP team
+        try:
+            return self._classifier.classify(texts)
+        finally:
+            torch.set_num_threads(own_threads)
 
     def _reload_categories(self) -> None:
         if self._settings.categories_file is not None:

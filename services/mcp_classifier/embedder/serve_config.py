@@ -19,6 +19,7 @@ REPLICA_SETTINGS = (
     "query_instruction",
     "max_seq_length",
     "torch_threads",
+    "replica_cpu_pinning",
     "tokenizer_threads",
     "forward_overhead_tokens",
     "pack_width_tokens",
