@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from mcp_classifier.embedder.cpu_pinning import pinning_applies, replica_cpus
+from mcp_classifier.embedder.cpu_pinning import choose_replica_cores, pinning_applies, replica_cpus
 
 
 def test_each_replica_of_a_node_takes_its_own_slice_of_the_allowed_cores() -> None:
@@ -79,3 +79,24 @@ def test_a_pinned_process_keeps_every_thread_on_its_cores_and_a_widened_block_re
     # What a lone call's OpenMP team relies on: a thread started inside the block keeps the wide mask.
     assert masks["started inside the widened block"] == allowed
     assert masks["after the widened block"] == allowed[:1]
+
+
+def _lookups(node_cpus: float = 2.0, rank: int = 1, assigned: float = 1.0) -> dict:
+    return {"node_cpus": lambda: node_cpus, "local_rank": lambda: rank, "assigned_cpus": lambda: assigned}
+
+
+def test_a_replica_takes_the_slice_of_its_rank_where_the_nodes_cores_are_rays_alone() -> None:
+    assert choose_replica_cores("auto", [0, 1], **_lookups()) == [1]
+    assert choose_replica_cores("auto", list(range(64)), **_lookups(node_cpus=2.0)) is None  # a shared machine's cores
+    assert choose_replica_cores("on", list(range(64)), **_lookups(node_cpus=2.0)) == [1]
+    assert choose_replica_cores("off", [0, 1], **_lookups()) is None
+    assert choose_replica_cores("auto", [0, 1], **_lookups(rank=2)) is None  # more replicas than cores
+
+
+def test_a_failed_lookup_leaves_the_replica_unpinned_and_serving(caplog: pytest.LogCaptureFixture) -> None:
+    def unreachable() -> float:
+        raise ConnectionError("GCS unreachable")
+
+    lookups = _lookups() | {"node_cpus": unreachable}
+    assert choose_replica_cores("auto", [0, 1], **lookups) is None
+    assert "replica not pinned: GCS unreachable" in caplog.text

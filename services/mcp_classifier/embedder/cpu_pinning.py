@@ -18,11 +18,14 @@ slice a replica takes and when pinning is safe.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Literal
+
+log = logging.getLogger(__name__)
 
 CpuPinning = Literal["auto", "on", "off"]
 
@@ -48,6 +51,35 @@ def pinning_applies(choice: CpuPinning, allowed_count: int, node_cpus: float) ->
     if choice == "on":
         return True
     return choice == "auto" and 0 < allowed_count <= node_cpus
+
+
+def choose_replica_cores(
+    choice: CpuPinning,
+    allowed: Sequence[int],
+    *,
+    node_cpus: Callable[[], float],
+    local_rank: Callable[[], int],
+    assigned_cpus: Callable[[], float],
+) -> list[int] | None:
+    """The cores this replica should be pinned to, or None; the lookups are Ray's (node resources, replica rank).
+
+    Pinning only speeds a replica up, so a lookup that fails leaves it unpinned with a warning: the replica serves on.
+    """
+    if choice == "off":
+        return None
+    try:
+        cpus_on_node = node_cpus()
+        if not pinning_applies(choice, len(allowed), cpus_on_node):
+            log.info("replica not pinned: it may run on %d cores, Ray has %g on this node", len(allowed), cpus_on_node)
+            return None
+        rank = local_rank()
+        cores = replica_cpus(allowed, rank, assigned_cpus())
+    except Exception as exc:  # noqa: BLE001 - an optimisation: never the reason a replica fails to start
+        log.warning("replica not pinned: %s", exc)
+        return None
+    if cores is None:
+        log.info("replica %d not pinned: no whole-CPU slice of cores %s is its own", rank, list(allowed))
+    return cores
 
 
 def pin_process(cpus: Sequence[int]) -> int:

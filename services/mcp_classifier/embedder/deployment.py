@@ -31,7 +31,7 @@ from ..core.file_watch import watch_file_in_thread
 from ..core.tokenizer_threads import tokenizer_threads_in_effect
 from ..settings import Settings
 from ..telemetry import setup_tracing
-from .cpu_pinning import pin_process, pinning_applies, replica_cpus, thread_widened
+from .cpu_pinning import choose_replica_cores, pin_process, thread_widened
 from .lone_calls import LoneCallProbe, measure_lone_call_gain
 from .serve_config import DEPLOYMENT_NAME, deployment_options, replica_settings
 
@@ -118,25 +118,21 @@ class Embedder:
 
     def _pin_to_own_cores(self) -> list[int] | None:
         """This replica's process onto its slice of the node's cores (embedder/cpu_pinning.py), where that is safe."""
-        if self._settings.replica_cpu_pinning == "off" or pick_device(self._settings.device).type != "cpu":
-            return None
+        if pick_device(self._settings.device).type != "cpu":
+            return None  # a GPU replica's host work (tokenising, packing) spreads over the pod's cores
         import ray
 
-        allowed = self._all_cores
         context = ray.get_runtime_context()
-        node_id = context.get_node_id()
-        node_cpus = next((float(n["Resources"].get("CPU", 0)) for n in ray.nodes() if n["NodeID"] == node_id), 0.0)
-        if not pinning_applies(self._settings.replica_cpu_pinning, len(allowed), node_cpus):
-            log.info("replica not pinned: it may run on %d cores, Ray has %g on this node", len(allowed), node_cpus)
-            return None
-        rank = serve.get_replica_context().rank.local_rank
-        cpus = replica_cpus(allowed, rank, float(context.get_assigned_resources().get("CPU", 0)))
-        if cpus is None:
-            log.info("replica %d not pinned: no whole-CPU slice of cores %s is its own", rank, allowed)
-            return None
-        threads = pin_process(cpus)
-        log.info("replica %d pinned to cores %s (%d threads)", rank, cpus, threads)
-        return cpus
+        cores = choose_replica_cores(
+            self._settings.replica_cpu_pinning,
+            self._all_cores,
+            node_cpus=lambda: next(float(n["Resources"].get("CPU", 0)) for n in ray.nodes() if n["NodeID"] == context.get_node_id()),
+            local_rank=lambda: serve.get_replica_context().rank.local_rank,
+            assigned_cpus=lambda: float(context.get_assigned_resources().get("CPU", 0)),
+        )
+        if cores is not None:
+            log.info("replica pinned to cores %s (%d threads)", cores, pin_process(cores))
+        return cores
 
     def _on_all_cores(self, work: Callable[[], T]) -> T:
         """``work`` on the forward thread with every core the process was allowed before pinning: a lone call's borrowed threads."""
