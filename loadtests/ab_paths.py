@@ -9,7 +9,9 @@ Each variant is then read against the first in the same round (paired ratios), s
 when the whole machine was slow moves both sides of a ratio alike.
 
 The raw floor and raw lone text are measured once, in process, before any server starts (per
-arithmetic, as in bench_paths), and printed beside every figure.
+arithmetic, as in bench_paths), and printed beside every figure. Before each server start the raw
+lone text is timed again (harness.host_speed): the last line shows how the host's speed moved from
+round to round, and warns when it moved by more than 15%.
 
 Variants are `serve` flags, optionally led by environment variables for that server alone
 (the server's own processes, Ray's workers included, inherit them):
@@ -41,8 +43,10 @@ from loadtests.bench_paths import (
     measure_reference,
     path_spec,
     reference_line,
+    reference_settings,
     run_path,
 )
+from loadtests.harness.host_speed import HostReading, HostSpeedCheck, host_speed_line
 from loadtests.harness.loadgen import HttpResult, client_levels
 from loadtests.harness.queries import TEXTS
 from loadtests.harness.tables import fmt
@@ -116,8 +120,10 @@ def render(
     arithmetics: dict[str, Arithmetic],
     references: dict[Arithmetic, Reference],
     levels: dict[str, dict[int, Level]],
+    host_readings: Sequence[HostReading] = (),
 ) -> str:
-    """One row per variant and client count: every round, the median, its share of the floor, and the paired ratios."""
+    """One row per variant and client count: every round, the median, its share of the floor, and the paired ratios;
+    then how the host's speed moved from round to round (``host_readings``, in the first arithmetic)."""
     base = variants[0].name
     lines = [reference_line(ref) for ref in references.values()]
     lines += [
@@ -145,6 +151,8 @@ def render(
                 f"{rps_median / ref.floor:.2f} | {rps_vs} | {', '.join(f'{v:.1f}' for v in level.p50_ms)} | {p50_median:.1f} | "
                 f"{p50_vs} | {lone_added} | {sum(level.failures)} |"
             )
+    if host_readings:
+        lines += ["", host_speed_line(next(iter(references.values())).lone_ms, host_readings)]
     return "\n".join(lines)
 
 
@@ -185,18 +193,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     wrk = Wrk(texts)
     levels: dict[str, dict[int, Level]] = {v.name: {c: Level() for c in args.clients} for v in variants}
     by_name = {v.name: v for v in variants}
-    for round_index in range(args.rounds):
-        for name in round_order(list(by_name), round_index):
-            variant = by_name[name]
-            label = f"round {round_index + 1}/{args.rounds}: {name}"
-            for result in run_path(label, variant.flags, wrk, args, env=variant.env):
-                levels[name][result.clients].add(result)
+    host_check = HostSpeedCheck(reference_settings(next(iter(references)), args), texts)
+    try:
+        for round_index in range(args.rounds):
+            for name in round_order(list(by_name), round_index):
+                variant = by_name[name]
+                label = f"round {round_index + 1}/{args.rounds}: {name}"
+                host_check(label)
+                for result in run_path(label, variant.flags, wrk, args, env=variant.env):
+                    levels[name][result.clients].add(result)
+    finally:
+        host_check.close()
     print()
-    print(render(variants, arithmetics, references, levels))
+    print(render(variants, arithmetics, references, levels, host_check.readings))
     if args.json:
         payload = {
             "rounds": args.rounds,
             "references": {str(a): {"floor_texts_per_s": r.floor, "raw_lone_ms": r.lone_ms} for a, r in references.items()},
+            "host_checks": [asdict(r) for r in host_check.readings],
             "variants": {
                 v.name: {
                     "env": v.env,

@@ -19,6 +19,10 @@ request on fp16 weights against a lone text on fp32 ones, would credit the servi
 model's speed-up.
 Paths are `serve` flag sets (``--path NAME='FLAGS'``), so a lever is measured by running the
 same path with and without its flag, side by side.
+Before each path's server starts, and after the last, the raw lone text is timed again in process
+(harness.host_speed; a second on a CPU, skipped on a GPU): a shared host's speed moves within a run
+where no process inside it shows, and the output's last line lists the checks and warns when they
+spread by more than 15%.
 
 Targets (issue 15, builtin:minilm, 2 cores, load generator included): Ray at 32 clients >= 0.70 of
 the floor, local >= 0.80; a lone request adds <= 3 ms (local) and <= 10 ms (Ray); 0 errors.
@@ -45,6 +49,7 @@ from pathlib import Path
 import orjson
 
 from loadtests.harness.floor import RawResult, measure_arrival_order, measure_lone, measure_raw
+from loadtests.harness.host_speed import HostReading, HostSpeedCheck, host_speed_line
 from loadtests.harness.loadgen import HttpResult, client_levels
 from loadtests.harness.queries import TEXTS
 from loadtests.harness.servers import Server
@@ -109,14 +114,19 @@ class Reference:
     lone_classify_ms: float | None = None  # one text through the whole classify(): scoring included
 
 
-def measure_reference(arithmetic: Arithmetic, texts: list[str], args: argparse.Namespace) -> Reference:
-    settings = Settings(
+def reference_settings(arithmetic: Arithmetic, args: argparse.Namespace) -> Settings:
+    """The in-process model a reference (and the host checks) run: the bench's model in that arithmetic."""
+    return Settings(
         batch_size=args.batch_size,
         model=args.model,
         device=args.device,
         dtype=arithmetic.dtype,
         fp16_weights_max_tokens=arithmetic.fp16_weights_max_tokens,
     )
+
+
+def measure_reference(arithmetic: Arithmetic, texts: list[str], args: argparse.Namespace) -> Reference:
+    settings = reference_settings(arithmetic, args)
     print(f"{args.model} ({arithmetic}) floor over {len(texts)} texts, {os.cpu_count()} CPUs", file=sys.stderr)
     raw = measure_raw(settings, texts, args.raw_seconds)
     floor = max(r.texts_per_s for r in raw[:2])
@@ -177,8 +187,16 @@ def reference_line(ref: Reference) -> str:
     return line
 
 
-def render(references: dict[Arithmetic, Reference], batch_size: int, runs: dict[str, tuple[str, Arithmetic, list[HttpResult]]]) -> str:
-    """Both tables; every path's shares and lone figure are of the reference in its own arithmetic."""
+def render(
+    references: dict[Arithmetic, Reference],
+    batch_size: int,
+    runs: dict[str, tuple[str, Arithmetic, list[HttpResult]]],
+    host_readings: Sequence[HostReading] = (),
+) -> str:
+    """Both tables; every path's shares and lone figure are of the reference in its own arithmetic.
+
+    ``host_readings`` (taken in the first arithmetic) close the output with how the host's speed moved.
+    """
 
     def share_of_ceiling(ref: Reference, r: HttpResult) -> float | None:
         ceiling = ref.ceilings.get(arrival_batch(r.clients, batch_size))
@@ -223,6 +241,8 @@ def render(references: dict[Arithmetic, Reference], batch_size: int, runs: dict[
             f"+{LONE_TARGETS_MS.get(backend, float('nan')):g} | "
             f"{fmt(lone.p50_ms - ref.lone_classify_ms if lone and ref.lone_classify_ms is not None else None)} |"
         )
+    if host_readings:
+        lines += ["", host_speed_line(next(iter(references.values())).lone_ms, host_readings)]
     return "\n".join(lines)
 
 
@@ -247,9 +267,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     arithmetics = {name: arithmetic_of(flags) for name, flags in paths.items()}
     references = {arithmetic: measure_reference(arithmetic, texts, args) for arithmetic in dict.fromkeys(arithmetics.values())}
     wrk = Wrk(texts)
-    runs = {name: (backend_of(flags), arithmetics[name], run_path(name, flags, wrk, args)) for name, flags in paths.items()}
+    host_check = HostSpeedCheck(reference_settings(next(iter(references)), args), texts)
+    runs: dict[str, tuple[str, Arithmetic, list[HttpResult]]] = {}
+    try:
+        for name, flags in paths.items():
+            host_check(f"before {name}")
+            runs[name] = (backend_of(flags), arithmetics[name], run_path(name, flags, wrk, args))
+        host_check("after the last path")
+    finally:
+        host_check.close()
     print()
-    print(render(references, args.batch_size, runs))
+    print(render(references, args.batch_size, runs, host_check.readings))
     if args.json:
         first = next(iter(references.values()))
         payload = {
@@ -268,6 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 }
                 for arithmetic, ref in references.items()
             },
+            "host_checks": [asdict(r) for r in host_check.readings],
             "paths": {
                 name: {
                     "flags": paths[name],

@@ -43,3 +43,8 @@ def test_two_variants_alternate_and_only_the_one_given_a_short_text_limit_fails(
     assert figures["variants"]["short"]["env"] == {"MCP_CLASSIFIER_MAX_TEXT_LENGTH": str(short_limit)}
     table = captured.out
     assert "| plain | 1 |" in table and "| short | 1 |" in table and "req/s vs plain" in table
+    # The host's speed, taken in process before each server start, in the rounds' order.
+    checks = figures["host_checks"]
+    assert [c["label"] for c in checks] == ["round 1/2: plain", "round 1/2: short", "round 2/2: short", "round 2/2: plain"]
+    assert all(0 < c["raw_lone_ms"] < 1000 for c in checks)
+    assert "host speed through the run (raw lone text in process, ms): reference " in table

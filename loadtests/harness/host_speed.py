@@ -1,0 +1,85 @@
+"""How fast the shared host is at a moment: one text through the encoder, timed in process between a bench's servers.
+
+A bench run reads every path against a floor measured once, at its start. On a shared VM the host's
+own speed moves by more than a lever within a run, and nothing inside the VM shows it: in one hour of
+2026-11-28 the floor read 587, then 529, then 421 texts/s with other processes at 0-2% of the machine
+(docs/loadtest/paths.md, session 35). So each path's server is preceded by a short check (the raw lone
+text, the same figure the lone-request target is read against), and the run prints them side by side:
+a reader sees whether two paths ran in the same host, and the run warns when they did not.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mcp_classifier.core.encoder import pick_device
+from mcp_classifier.settings import Settings
+from mcp_classifier.wiring import build_classifier
+
+WARM_UP_TEXTS = 5
+DRIFT_WARNING = 1.15  # slowest check over fastest above which the run says its paths ran on different hosts
+
+
+@dataclass(frozen=True)
+class HostReading:
+    label: str  # when it was taken: "before ray", "round 2/4: ray-nopin", "after the last path"
+    raw_lone_ms: float
+
+
+class HostSpeedCheck:
+    """Keeps one CPU model loaded for the whole run, so a check costs its texts' time and not a model load.
+
+    On a GPU reference the checks are skipped: the host they watch is the shared CPU, and a second copy
+    of the model would take the device's memory from the server's replicas.
+    """
+
+    def __init__(self, settings: Settings, texts: Sequence[str]) -> None:
+        self.readings: list[HostReading] = []
+        self._texts = list(texts)  # the reference's texts: a check reads on the same scale as its raw lone text
+        self._classifier = build_classifier(settings) if pick_device(settings.device).type == "cpu" else None
+
+    @property
+    def enabled(self) -> bool:
+        return self._classifier is not None
+
+    def __call__(self, label: str) -> float | None:
+        """Median ms of one text through the encoder now (about a second on a 2-core CPU); recorded under ``label`` and printed."""
+        if self._classifier is None:
+            return None
+        encoder = self._classifier.encoder
+        for text in self._texts[:WARM_UP_TEXTS]:
+            encoder.encode_queries([text])
+        times = []
+        for text in self._texts:
+            started = time.perf_counter()
+            encoder.encode_queries([text])
+            times.append(time.perf_counter() - started)
+        reading = HostReading(label, 1000 * statistics.median(times))
+        self.readings.append(reading)
+        print(f"  host check ({label}): raw lone text {reading.raw_lone_ms:.1f} ms", file=sys.stderr)
+        return reading.raw_lone_ms
+
+    def close(self) -> None:
+        self._classifier = None
+        gc.collect()
+
+
+def host_speed_line(reference_ms: float, readings: Sequence[HostReading]) -> str:
+    """One line: the reference's raw lone text and every check, and a warning when the host moved."""
+    if not readings:
+        return ""
+    checks = "; ".join(f"{r.label} {r.raw_lone_ms:.1f}" for r in readings)
+    values = [reference_ms, *(r.raw_lone_ms for r in readings)]
+    spread = max(values) / min(values)
+    line = f"host speed through the run (raw lone text in process, ms): reference {reference_ms:.1f}; {checks}; slowest {spread:.2f}x the fastest"
+    if spread > DRIFT_WARNING:
+        line += (
+            f". WARNING: the host's speed moved by more than {DRIFT_WARNING - 1:.0%} during this run: paths measured in different "
+            "minutes compare less than their shares suggest (loadtests.ab_paths alternates rounds to measure a lever)"
+        )
+    return line
