@@ -238,7 +238,7 @@ class Settings(BaseSettings):
         1.3,
         ge=0,
         description="With lone_call_threads: offer them only to replicas whose probe ran one text at least this many times as "
-        "fast on them, or has not run yet (a Xeon host read 1.4; an AMD EPYC host 1.0-1.2, where waiting behind lone calls "
+        "fast on them, or has not run yet (a Xeon host read 1.2-1.5, median 1.33; an AMD EPYC host 1.0-1.2, where waiting behind lone calls "
         "served about a tenth fewer requests at 2-8 clients); 0 offers them to every replica.",
     )
     grpc_max_attempts: int = Field(
