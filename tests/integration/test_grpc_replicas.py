@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -64,7 +64,10 @@ class NamedReplica(pb_grpc.ClassifierServicer):
 
 
 def client(
-    listing: list[str] | Exception, fallback: str = "127.0.0.1:1", lone_call_threads: int = 0, lone_call_min_gain: float = 0.0
+    listing: list[str] | Exception | Callable[[], Awaitable[list[str]]],
+    fallback: str = "127.0.0.1:1",
+    lone_call_threads: int = 0,
+    lone_call_min_gain: float = 0.0,
 ) -> GrpcBackend:
     async def replicas() -> list[str]:
         if isinstance(listing, Exception):
@@ -80,7 +83,7 @@ def client(
         batch_window_ms=0.0,
         max_queue=100,
         max_concurrent_batches=2,
-        replicas=replicas,
+        replicas=listing if callable(listing) else replicas,
         replica_refresh_s=REFRESH_S,
         lone_call_threads=lone_call_threads,
         lone_call_min_gain=lone_call_min_gain,
@@ -227,6 +230,39 @@ def test_an_unreadable_list_falls_back_to_the_given_address_then_keeps_the_last_
         finally:
             await backend.close()
             await proxy.server.stop(None)
+            await replica.server.stop(None)
+
+    asyncio.run(scenario())
+
+
+def test_a_cancel_that_lands_as_a_listing_completes_still_ends_the_follower() -> None:
+    """close() cancels the follower and waits for it. Python 3.11's wait_for returned a listing that
+    completed just as the cancel landed and swallowed the cancel: the follower ran on and close() waited
+    forever (a CI run hung 300 s in the test below). Here the cancel lands inside the listing itself."""
+
+    async def scenario() -> None:
+        replica = NamedReplica("a")
+        await replica.server.start()
+        calls = 0
+
+        async def replicas() -> list[str]:
+            nonlocal calls
+            calls += 1
+            if calls == 3:  # the follower's second refresh (the first listing is start()'s own)
+                follower.cancel()
+            return [replica.address]
+
+        backend = client(replicas)
+        await backend.start()
+        follower = next(t for t in asyncio.all_tasks() if t.get_name() == "grpc-replica-follower")
+        try:
+            async with asyncio.timeout(5):
+                await asyncio.gather(follower, return_exceptions=True)
+            assert follower.cancelled() and calls == 3
+            assert set(await served_by(backend, 3)) == {"a"}  # the replicas already known still answer
+        finally:
+            async with asyncio.timeout(5):
+                await backend.close()
             await replica.server.stop(None)
 
     asyncio.run(scenario())

@@ -12,6 +12,7 @@ import asyncio
 
 import pytest
 
+from mcp_classifier.backend.base import BackendUnavailable
 from mcp_classifier.backend.coalescer import RequestCoalescer
 from mcp_classifier.core.results import ClassificationResult
 
@@ -138,3 +139,36 @@ def test_a_lone_caller_never_waits_and_the_crowd_figure_follows_callers_who_leav
     assert sizes[:2] == [32, 32]
     assert lone[0] < 0.1 + 0.132 + 0.1  # a lone batch, at most one wait of the last batch's time, slack
     assert all(latency < 0.17 for latency in lone[1:]), lone  # a wait would make it 0.2 s or more
+
+
+def test_close_ends_the_worker_even_when_its_cancel_lands_as_a_straggler_arrives() -> None:
+    """close() cancels the worker and waits for it. Python 3.11's wait_for, which the straggler wait
+    used, returned a text that arrived just as the cancel landed and swallowed the cancel: the worker
+    ran on and close() waited forever (the same race hung a CI run in the gRPC follower)."""
+
+    async def scenario() -> None:
+        async def model_stand_in(texts: list[str], _contexts: list) -> list[ClassificationResult]:
+            return [_result(t) for t in texts]
+
+        coalescer = RequestCoalescer(
+            model_stand_in, batch_size=32, batch_window_ms=1000.0, max_queue=16, request_timeout_s=2.0, max_concurrent_batches=1
+        )
+        coalescer.start()
+        await asyncio.gather(*(coalescer.submit([f"crowd {k}"]) for k in range(4)))  # a batch of several: stragglers are waited for
+        first = asyncio.create_task(coalescer.submit(["first"]))
+        while coalescer._queue is not None and coalescer._queue.qsize():  # the worker takes it and waits for stragglers
+            await asyncio.sleep(0)
+        await asyncio.sleep(0.01)
+        # In one turn of the loop: a straggler arrives, then close() cancels the worker.
+        straggler = asyncio.create_task(coalescer.submit(["straggler"]))
+        closing = asyncio.create_task(coalescer.close())
+        async with asyncio.timeout(5):
+            await closing
+        assert not coalescer.running
+        # The texts the worker held when it stopped fail at once, with a clear error (not the request timeout, 2 s).
+        for caller in (first, straggler):
+            async with asyncio.timeout(0.5):
+                with pytest.raises(BackendUnavailable, match="shutting down"):
+                    await caller
+
+    asyncio.run(scenario())

@@ -62,6 +62,7 @@ class RequestCoalescer(Generic[ResultT]):
         self._last_batch_s = 0.0
         self._crowd = 0  # texts in the server (running or queued) as the last batch ended
         self._in_flight_texts = 0
+        self._forming: list[_Pending[ResultT]] = []  # taken from the queue, not yet sent: close() fails them too
         self.batches_run = 0
 
     @property
@@ -81,10 +82,13 @@ class RequestCoalescer(Generic[ResultT]):
             self._worker = None
         if self._in_flight:
             await asyncio.gather(*self._in_flight, return_exceptions=True)
+        unsent = self._forming
         while self._queue is not None and not self._queue.empty():
-            pending = self._queue.get_nowait()
+            unsent.append(self._queue.get_nowait())
+        for pending in unsent:
             if not pending.future.done():
                 pending.future.set_exception(BackendUnavailable("the server is shutting down"))
+        self._forming = []
 
     async def submit(self, texts: Sequence[str]) -> list[ResultT]:
         if not self.running or self._queue is None:
@@ -102,7 +106,7 @@ class RequestCoalescer(Generic[ResultT]):
     async def _gather_batch(self) -> list[_Pending[ResultT]]:
         assert self._queue is not None
         loop = asyncio.get_running_loop()
-        batch = [await self._queue.get()]
+        batch = self._forming = [await self._queue.get()]
         count = len(batch[0].texts)
         limit = self._fair_share(count)
         while count < limit:  # what is queued already
@@ -119,7 +123,10 @@ class RequestCoalescer(Generic[ResultT]):
             if remaining <= 0:
                 break
             try:
-                item = await asyncio.wait_for(self._queue.get(), remaining)
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a cancel (close()) that lands as
+                # a text arrives, and this loop would then run on with close() waiting for it.
+                async with asyncio.timeout(remaining):
+                    item = await self._queue.get()
             except TimeoutError:
                 break
             batch.append(item)
@@ -169,6 +176,7 @@ class RequestCoalescer(Generic[ResultT]):
         while True:
             await self._slots.acquire()  # gather the next batch only when it can be sent
             batch = [p for p in await self._gather_batch() if not p.future.done()]  # timed-out callers are dropped
+            self._forming = []
             if not batch:
                 self._slots.release()
                 continue

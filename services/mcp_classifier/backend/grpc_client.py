@@ -168,7 +168,10 @@ class GrpcBackend:
         assert self._replicas is not None
         try:
             # Bounded: a hung Serve controller or REST API must not stop the gateway following later changes.
-            return sorted(await asyncio.wait_for(self._replicas(), timeout=max(self._replica_refresh_s, READY_PROBE_TIMEOUT_S)))
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for returns the result when the listing completes
+            # just as close() cancels the follower, swallowing the cancel, and close() then waited forever.
+            async with asyncio.timeout(max(self._replica_refresh_s, READY_PROBE_TIMEOUT_S)):
+                return sorted(await self._replicas())
         except Exception as exc:  # noqa: BLE001 - the list is a hint: keep calling the replicas already known
             log.warning("could not list the embedder replicas: %s", exc)
             return []

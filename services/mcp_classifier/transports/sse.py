@@ -112,7 +112,9 @@ class SseSessions:
                     log.info("sse session %s expired after %.0f s without a message", session_id, self.limits.idle_s)
                     return
                 try:
-                    answer = await asyncio.wait_for(queue.get(), timeout=min(self.limits.keepalive_s, idle_left))
+                    # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a cancel that lands as a message arrives.
+                    async with asyncio.timeout(min(self.limits.keepalive_s, idle_left)):
+                        answer = await queue.get()
                 except TimeoutError:
                     await self.bus.refresh(session_id)
                     continue
