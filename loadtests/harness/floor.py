@@ -7,7 +7,7 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from mcp_classifier.settings import Settings
@@ -128,6 +128,16 @@ class LoneTimes:
     classify_ms: float  # the whole classify() a served request runs: token vectors, scoring, the result
 
 
+def time_each_alone(call: Callable[[list[str]], object], texts: Sequence[str]) -> list[float]:
+    """Seconds of ``call`` on each text alone, back to back: the raw lone text's measure (and the host checks')."""
+    times = []
+    for text in texts:
+        started = time.perf_counter()
+        call([text])
+        times.append(time.perf_counter() - started)
+    return times
+
+
 def measure_lone(settings: Settings, texts: Sequence[str], rounds: int = 3) -> LoneTimes:
     """One text alone through the encoder, and through the whole classify(), in alternating blocks.
 
@@ -146,14 +156,8 @@ def measure_lone(settings: Settings, texts: Sequence[str], rounds: int = 3) -> L
         # Blocks: each kind of call back to back, as a lone client sends them, and the raw lone text
         # measured exactly as before this second figure existed.
         for _ in range(rounds):
-            for text in texts:
-                t0 = time.perf_counter()
-                encoder.encode_queries([text])
-                forward.append(time.perf_counter() - t0)
-            for text in texts:
-                t0 = time.perf_counter()
-                classifier.classify([text])
-                classify.append(time.perf_counter() - t0)
+            forward += time_each_alone(encoder.encode_queries, texts)
+            classify += time_each_alone(classifier.classify, texts)
     finally:
         del classifier, encoder
         gc.collect()

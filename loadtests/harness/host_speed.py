@@ -13,13 +13,14 @@ from __future__ import annotations
 import gc
 import statistics
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mcp_classifier.core.encoder import pick_device
 from mcp_classifier.settings import Settings
 from mcp_classifier.wiring import build_classifier
+
+from .floor import time_each_alone
 
 WARM_UP_TEXTS = 5
 DRIFT_WARNING = 1.15  # slowest check over fastest above which the run says its paths ran on different hosts
@@ -43,26 +44,15 @@ class HostSpeedCheck:
         self._texts = list(texts)  # the reference's texts: a check reads on the same scale as its raw lone text
         self._classifier = build_classifier(settings) if pick_device(settings.device).type == "cpu" else None
 
-    @property
-    def enabled(self) -> bool:
-        return self._classifier is not None
-
-    def __call__(self, label: str) -> float | None:
+    def __call__(self, label: str) -> None:
         """Median ms of one text through the encoder now (about a second on a 2-core CPU); recorded under ``label`` and printed."""
         if self._classifier is None:
-            return None
-        encoder = self._classifier.encoder
-        for text in self._texts[:WARM_UP_TEXTS]:
-            encoder.encode_queries([text])
-        times = []
-        for text in self._texts:
-            started = time.perf_counter()
-            encoder.encode_queries([text])
-            times.append(time.perf_counter() - started)
-        reading = HostReading(label, 1000 * statistics.median(times))
+            return
+        encode = self._classifier.encoder.encode_queries
+        time_each_alone(encode, self._texts[:WARM_UP_TEXTS])
+        reading = HostReading(label, 1000 * statistics.median(time_each_alone(encode, self._texts)))
         self.readings.append(reading)
         print(f"  host check ({label}): raw lone text {reading.raw_lone_ms:.1f} ms", file=sys.stderr)
-        return reading.raw_lone_ms
 
     def close(self) -> None:
         self._classifier = None

@@ -82,13 +82,12 @@ class RequestCoalescer(Generic[ResultT]):
             self._worker = None
         if self._in_flight:
             await asyncio.gather(*self._in_flight, return_exceptions=True)
-        unsent = self._forming
+        unsent, self._forming = self._forming, []
         while self._queue is not None and not self._queue.empty():
             unsent.append(self._queue.get_nowait())
         for pending in unsent:
             if not pending.future.done():
                 pending.future.set_exception(BackendUnavailable("the server is shutting down"))
-        self._forming = []
 
     async def submit(self, texts: Sequence[str]) -> list[ResultT]:
         if not self.running or self._queue is None:
