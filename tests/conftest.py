@@ -11,10 +11,12 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.support import API_KEY_IN_FILE, PEER_DIR
 from tests.support.processes import ServerProcess, start_server
+from tests.support.session_exit import EXIT_GRACE_S, end_descendants, exit_if_still_running
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -49,3 +51,21 @@ def keys_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("keys") / "api-keys"
     path.write_text(f"# mounted from a Kubernetes Secret\n\n{API_KEY_IN_FILE}\n")
     return path
+
+
+_session_status = 0
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """After every fixture's teardown: end the processes a failed test left (an embedded Ray node)."""
+    global _session_status
+    _session_status = int(exitstatus)
+    leftovers = end_descendants(psutil.Process())
+    if leftovers:
+        print(f"\n[tests] ended {len(leftovers)} process(es) left running after the session:", *leftovers, sep="\n  ")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Last hook: a thread a failed test left must not keep the run (and CI) from ending."""
+    exit_if_still_running(EXIT_GRACE_S, _session_status)

@@ -1,0 +1,72 @@
+"""Make a test session end, whatever a failed test left behind.
+
+Why: a test that timed out once left its embedded Ray node (GCS, raylet) and a non-daemon thread
+running, and pytest printed its summary and then never exited, so CI ran into its wall-clock limit
+instead of failing fast. The hooks in tests/conftest.py call these after every fixture is torn down.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+import psutil
+
+CHILD_GRACE_S = 5.0  # SIGTERM, then this long, then SIGKILL: Ray's processes exit within a second of SIGTERM
+EXIT_GRACE_S = 60.0  # how long the interpreter may take to exit after the last hook before it is made to
+
+
+def end_descendants(root: psutil.Process, grace_s: float = CHILD_GRACE_S) -> list[str]:
+    """End every process below ``root`` (children first found, then anything they started); say which."""
+    try:
+        leftovers = root.children(recursive=True)
+    except psutil.Error:
+        return []
+    described = [_describe(proc) for proc in leftovers]
+    for proc in leftovers:
+        _ignore_gone(proc.terminate)
+    _, alive = psutil.wait_procs(leftovers, timeout=grace_s)
+    for proc in alive:
+        _ignore_gone(proc.kill)
+    psutil.wait_procs(alive, timeout=grace_s)
+    return described
+
+
+def exit_if_still_running(after_s: float, status: int) -> threading.Thread:
+    """Start a daemon watchdog: if the interpreter has not exited ``after_s`` from now, print every
+    thread's stack (what holds the exit) and leave with ``status``, the session's own result.
+
+    A daemon thread never delays a clean exit; it only acts when something else does.
+    """
+
+    def watch() -> None:
+        time.sleep(after_s)
+        sys.stderr.write(f"\n[tests] the interpreter is still running {after_s:.0f} s after the session ended; its threads:\n")
+        sys.stderr.flush()
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+        sys.stderr.write(f"[tests] exiting with the session's status {status}\n")
+        sys.stderr.flush()
+        os._exit(status)
+
+    watchdog = threading.Thread(target=watch, name="session-exit-watchdog", daemon=True)
+    watchdog.start()
+    return watchdog
+
+
+def _describe(proc: psutil.Process) -> str:
+    try:
+        return f"{proc.pid} {' '.join(proc.cmdline())[:120] or proc.name()}"
+    except psutil.Error:
+        return str(proc.pid)
+
+
+def _ignore_gone(step: Callable[[], object]) -> None:
+    """A process may exit between being listed and being signalled; that is what was wanted."""
+    try:
+        step()
+    except psutil.Error:
+        pass
