@@ -14,6 +14,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
+import ray
 import torch
 
 from mcp_classifier.api.v1 import classifier_pb2 as pb
@@ -36,6 +37,7 @@ def model_call_threads() -> Iterator[set[str]]:
 def test_load_warm_up_and_embed_run_on_the_thread_that_serves_batches(model_call_threads: set[str]) -> None:
     """Classify's batches run on the same executor (through @serve.batch, which needs a live Serve replica to call)."""
     replica = Embedder.func_or_class(replica_settings(Settings()))
+    assert not ray.is_initialized(), "built in process, the replica must not start a Ray instance of its own"
     assert model_call_threads, "loading and warming the model should have run it"
     assert all(name.startswith("forward") for name in model_call_threads), model_call_threads
     loaded_on = set(model_call_threads)

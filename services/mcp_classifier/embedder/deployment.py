@@ -122,6 +122,10 @@ class Embedder:
             return None  # a GPU replica's host work (tokenising, packing) spreads over the pod's cores
         import ray
 
+        if not ray.is_initialized():
+            # Built outside a Ray worker (in process, as the tests build it): there is no node to share, and asking
+            # for the runtime context would start a whole local Ray instance, dashboard included, inside the caller.
+            return None
         context = ray.get_runtime_context()
         cores = choose_replica_cores(
             self._settings.replica_cpu_pinning,
