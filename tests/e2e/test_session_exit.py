@@ -52,6 +52,30 @@ def test_every_process_below_the_root_is_ended_grandchildren_and_ones_that_ignor
         shell.wait()
 
 
+def test_pythons_own_resource_tracker_is_left_to_exit_with_the_interpreter() -> None:
+    # a stand-in whose command line names the helper, as multiprocessing's tracker's does
+    helper = f"{sys.executable} -c 'import time; time.sleep(300)' multiprocessing.resource_tracker"
+    shell = subprocess.Popen(["bash", "-c", f"sleep 300 & {helper} & wait"])
+    try:
+        root = psutil.Process(shell.pid)
+        deadline = time.monotonic() + 10
+        while len(root.children()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        below = root.children()
+        assert len(below) == 2, "the shell did not start its children"
+
+        ended = end_descendants(root, grace_s=1.0)
+
+        assert len(ended) == 1 and "sleep 300" in ended[0]
+        survivors = [proc for proc in below if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE]
+        assert len(survivors) == 1 and "multiprocessing.resource_tracker" in " ".join(survivors[0].cmdline())
+    finally:
+        for proc in root.children(recursive=True):
+            proc.kill()
+        shell.kill()
+        shell.wait()
+
+
 def test_an_interpreter_held_open_by_a_thread_exits_with_the_sessions_status_and_shows_the_threads_stack() -> None:
     done, took_s = _run_python(after_s=1.0, hold=True, own_status=0)
 

@@ -18,12 +18,15 @@ import psutil
 
 CHILD_GRACE_S = 5.0  # SIGTERM, then this long, then SIGKILL: Ray's processes exit within a second of SIGTERM
 EXIT_GRACE_S = 60.0  # how long the interpreter may take to exit after the last hook before it is made to
+# Python's own helper, started by multiprocessing (torch, Ray's client) for the interpreter's lifetime: it exits when
+# the interpreter does, and the interpreter still talks to it while exiting, so it is not a leftover.
+PYTHONS_OWN_HELPERS = ("multiprocessing.resource_tracker",)
 
 
 def end_descendants(root: psutil.Process, grace_s: float = CHILD_GRACE_S) -> list[str]:
-    """End every process below ``root`` (children first found, then anything they started); say which."""
+    """End every process below ``root`` but Python's own helpers; say which."""
     try:
-        leftovers = root.children(recursive=True)
+        leftovers = [proc for proc in root.children(recursive=True) if not _pythons_own_helper(proc)]
     except psutil.Error:
         return []
     described = [_describe(proc) for proc in leftovers]
@@ -55,6 +58,14 @@ def exit_if_still_running(after_s: float, status: int) -> threading.Thread:
     watchdog = threading.Thread(target=watch, name="session-exit-watchdog", daemon=True)
     watchdog.start()
     return watchdog
+
+
+def _pythons_own_helper(proc: psutil.Process) -> bool:
+    try:
+        command = " ".join(proc.cmdline())
+    except psutil.Error:
+        return False
+    return any(helper in command for helper in PYTHONS_OWN_HELPERS)
 
 
 def _describe(proc: psutil.Process) -> str:
