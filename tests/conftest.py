@@ -53,19 +53,11 @@ def keys_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-_session_status = 0
-
-
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """After every fixture's teardown: end the processes a failed test left (an embedded Ray node)."""
-    global _session_status
-    _session_status = int(exitstatus)
+    """After every fixture's teardown: end the processes a failed test left (an embedded Ray node), and make
+    sure a thread one left cannot keep the run (and CI) from ending."""
     leftovers = end_descendants(psutil.Process())
     if leftovers:
         print(f"\n[tests] ended {len(leftovers)} process(es) left running after the session:", *leftovers, sep="\n  ")
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    """Last hook: a thread a failed test left must not keep the run (and CI) from ending."""
-    exit_if_still_running(EXIT_GRACE_S, _session_status)
+    exit_if_still_running(EXIT_GRACE_S, int(exitstatus))

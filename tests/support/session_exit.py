@@ -12,9 +12,10 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
 
 import psutil
+
+from mcp_classifier.embedder.local_cluster import end_processes
 
 CHILD_GRACE_S = 5.0  # SIGTERM, then this long, then SIGKILL: Ray's processes exit within a second of SIGTERM
 EXIT_GRACE_S = 60.0  # how long the interpreter may take to exit after the last hook before it is made to
@@ -30,16 +31,11 @@ def end_descendants(root: psutil.Process, grace_s: float = CHILD_GRACE_S) -> lis
     except psutil.Error:
         return []
     described = [_describe(proc) for proc in leftovers]
-    for proc in leftovers:
-        _ignore_gone(proc.terminate)
-    _, alive = psutil.wait_procs(leftovers, timeout=grace_s)
-    for proc in alive:
-        _ignore_gone(proc.kill)
-    psutil.wait_procs(alive, timeout=grace_s)
+    end_processes(leftovers, grace_s)
     return described
 
 
-def exit_if_still_running(after_s: float, status: int) -> threading.Thread:
+def exit_if_still_running(after_s: float, status: int) -> None:
     """Start a daemon watchdog: if the interpreter has not exited ``after_s`` from now, print every
     thread's stack (what holds the exit) and leave with ``status``, the session's own result.
 
@@ -55,9 +51,7 @@ def exit_if_still_running(after_s: float, status: int) -> threading.Thread:
         sys.stderr.flush()
         os._exit(status)
 
-    watchdog = threading.Thread(target=watch, name="session-exit-watchdog", daemon=True)
-    watchdog.start()
-    return watchdog
+    threading.Thread(target=watch, name="session-exit-watchdog", daemon=True).start()
 
 
 def _pythons_own_helper(proc: psutil.Process) -> bool:
@@ -73,11 +67,3 @@ def _describe(proc: psutil.Process) -> str:
         return f"{proc.pid} {' '.join(proc.cmdline())[:120] or proc.name()}"
     except psutil.Error:
         return str(proc.pid)
-
-
-def _ignore_gone(step: Callable[[], object]) -> None:
-    """A process may exit between being listed and being signalled; that is what was wanted."""
-    try:
-        step()
-    except psutil.Error:
-        pass

@@ -215,7 +215,7 @@ def stop_local_serve(timeout_s: float = 20.0) -> None:
         if worker.is_alive():
             log.warning("%s did not finish in %.0f s; ending Ray processes directly", step.__qualname__, timeout_s / 2)
             break
-    _end([p for p in me.children(recursive=True) if p.is_running()])
+    end_processes([p for p in me.children(recursive=True) if p.is_running()])
 
 
 def end_processes_under(package_dir: str) -> int:
@@ -236,19 +236,20 @@ def end_processes_under(package_dir: str) -> int:
             return False
 
     orphans = [p for p in psutil.Process().children(recursive=True) if runs_from_package(p)]
-    _end(orphans)
+    end_processes(orphans)
     return len(orphans)
 
 
-def _end(processes: list[psutil.Process]) -> None:
-    """SIGTERM, five seconds, then SIGKILL for what is still running."""
+def end_processes(processes: list[psutil.Process], grace_s: float = 5.0) -> None:
+    """SIGTERM, ``grace_s``, then SIGKILL for what is still running, and as long again for those to go."""
     import psutil
 
     for proc in processes:
         _quietly(proc.terminate)
-    _, alive = psutil.wait_procs(processes, timeout=5)
+    _, alive = psutil.wait_procs(processes, timeout=grace_s)
     for proc in alive:
         _quietly(proc.kill)
+    psutil.wait_procs(alive, timeout=grace_s)
 
 
 def _quietly(fn: Callable[[], object]) -> None:
