@@ -128,9 +128,9 @@ def render(
     lines = [reference_line(ref) for ref in references.values()]
     lines += [
         "",
-        f"| variant | clients | req/s by round | median req/s | share of floor | req/s vs {base} (rounds higher) "
-        f"| p50 ms by round | median p50 ms | p50 vs {base} (rounds higher) | lone added to raw ms | errors |",
-        "|---|---:|---|---:|---:|---:|---|---:|---:|---:|---:|",
+        f"| variant | clients | req/s by round | median req/s | share of floor | share of the issue's floor | req/s vs {base} "
+        f"(rounds higher) | p50 ms by round | median p50 ms | p50 vs {base} (rounds higher) | lone added to raw ms | errors |",
+        "|---|---:|---|---:|---:|---:|---:|---|---:|---:|---:|---:|",
     ]
     for variant in variants:
         ref = references[arithmetics[variant.name]]
@@ -148,7 +148,7 @@ def render(
             lone_added = fmt(p50_median - ref.lone_ms) if clients == 1 else ""
             lines.append(
                 f"| {variant.name} | {clients} | {', '.join(f'{v:.1f}' for v in level.rps)} | {rps_median:.1f} | "
-                f"{rps_median / ref.floor:.2f} | {rps_vs} | {', '.join(f'{v:.1f}' for v in level.p50_ms)} | {p50_median:.1f} | "
+                f"{rps_median / ref.floor:.2f} | {fmt(ref.issue_share(rps_median), 2)} | {rps_vs} | {', '.join(f'{v:.1f}' for v in level.p50_ms)} | {p50_median:.1f} | "
                 f"{p50_vs} | {lone_added} | {sum(level.failures)} |"
             )
     if host_readings:
@@ -209,7 +209,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         payload = {
             "rounds": args.rounds,
-            "references": {str(a): {"floor_texts_per_s": r.floor, "raw_lone_ms": r.lone_ms} for a, r in references.items()},
+            "references": {
+                str(a): {"floor_texts_per_s": r.floor, "issue_floor_texts_per_s": r.issue_floor, "raw_lone_ms": r.lone_ms}
+                for a, r in references.items()
+            },
             "host_checks": [asdict(r) for r in host_check.readings],
             "variants": {
                 v.name: {

@@ -71,6 +71,19 @@ def test_the_table_reads_every_variant_against_the_first_and_its_own_floor() -> 
     assert "| 6.0 | 2 |" in rows["ray-fp32"]
 
 
+def test_the_table_also_reads_each_variant_against_the_issue_s_padded_floor() -> None:
+    fp16 = Arithmetic("float32", 128)
+    references = {fp16: Reference(fp16, 400.0, 12.0, {}, [], issue_floor=320.0)}
+    base, other = Level(), Level()
+    base.add(result(32, 288.0, 90.0))
+    other.add(result(32, 256.0, 95.0))
+    variants = [Variant("a", {}, "--backend local"), Variant("b", {}, "--backend local")]
+    table = render(variants, {"a": fp16, "b": fp16}, references, {"a": {32: base}, "b": {32: other}})
+    rows = {line.split(" | ")[0].strip("| "): line for line in table.splitlines() if line.startswith(("| a ", "| b "))}
+    assert "| 288.0 | 0.72 | 0.90 | 1 |" in rows["a"]  # 288/400 of the floor, 288/320 of the issue's
+    assert "| 256.0 | 0.64 | 0.80 | 0.889 (0/1) |" in rows["b"]
+
+
 def test_one_variant_or_a_repeated_name_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["--path", "a=--backend local"])

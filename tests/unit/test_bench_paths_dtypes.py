@@ -76,3 +76,20 @@ def test_a_lone_request_is_also_read_against_the_whole_in_process_classify() -> 
     # A reference without it (older JSON, other callers) leaves the column empty rather than guessing.
     bare = {fp32: Reference(fp32, floor=280.0, lone_ms=12.0, ceilings={}, raw=[])}
     assert next(line for line in render(bare, 32, runs).splitlines() if "| +3 |" in line).endswith("| +3 | — |")
+
+
+def test_every_share_is_also_given_of_the_issue_s_padded_floor_and_none_when_it_was_not_measured() -> None:
+    fp32 = Arithmetic("float32", 128)
+    # The strict floor (the encoder's packed batching, 500) is the one the targets' column reads; the issue's
+    # own (padded sorted chunks, fastest pass, 400) is lower, so its share of the same 360 req/s is higher.
+    references = {fp32: Reference(fp32, floor=500.0, lone_ms=8.0, ceilings={32: 450.0}, raw=[], issue_floor=400.0)}
+    runs = {"local": ("local", fp32, [result(1, 90.0, 10.0), result(32, 360.0, 90.0)])}
+    table = render(references, 32, runs)
+    assert "the issue's floor 400.0 (padded sorted batches, fastest pass)" in table
+    row32 = next(line for line in table.splitlines() if line.startswith("| local") and "| 32 | 360.0 |" in line)
+    assert "| 0.72 | 0.90 | 0.80 |" in row32  # 360/500 of the floor, 360/400 of the issue's, 360/450 of the ceiling
+    summary = next(line for line in table.splitlines() if line.startswith("| local") and "| +3 |" in line)
+    assert "| 0.80 | 0.72 | 0.90 | 0.90 |" in summary  # target, share, the issue's share, the ceiling's share of the floor
+    bare = {fp32: Reference(fp32, floor=500.0, lone_ms=8.0, ceilings={}, raw=[])}
+    bare_row = next(line for line in render(bare, 32, runs).splitlines() if "| 32 | 360.0 |" in line)
+    assert "| 0.72 | — | — |" in bare_row  # older references: left empty, not read against the strict floor
