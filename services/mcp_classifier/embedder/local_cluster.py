@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_fixed
 
 from ..settings import Settings
+from .ingress_ports import node_port_env
 from .serve_config import SERVICER_FUNCTION, route_prefix
 
 if TYPE_CHECKING:
@@ -134,6 +135,8 @@ def start_local_serve(settings: Settings) -> int:
     os.environ[DIRECT_INGRESS_ENV] = "1" if settings.ray_direct_ingress else "0"
     # A stopping replica keeps serving until the gateway has re-read the list (Serve's default waits 30 s for a load balancer).
     os.environ[DIRECT_INGRESS_DRAIN_ENV] = f"{2 * settings.replica_refresh_s:g}"
+    if settings.ray_direct_ingress:  # the replicas' own ports: a block no other node on this host uses (ingress_ports)
+        os.environ.update(node_port_env(settings.max_replicas, bindable_everywhere, os.environ))
     import ray
     from ray import serve
     from ray.serve.config import HTTPOptions, gRPCOptions
