@@ -46,6 +46,7 @@ from loadtests.bench_paths import (
     reference_settings,
     run_path,
 )
+from loadtests.harness.host_load import before_floor_note, other_load_line, other_load_now
 from loadtests.harness.host_speed import HostReading, HostSpeedCheck, host_speed_line
 from loadtests.harness.loadgen import HttpResult, client_levels
 from loadtests.harness.queries import TEXTS
@@ -99,12 +100,14 @@ class Level:
     p50_ms: list[float] = field(default_factory=list)
     p99_ms: list[float] = field(default_factory=list)
     failures: list[int] = field(default_factory=list)
+    other_cpu_pct: list[float | None] = field(default_factory=list)  # other processes on the host, % of one core
 
     def add(self, result: HttpResult) -> None:
         self.rps.append(result.rps)
         self.p50_ms.append(result.p50_ms)
         self.p99_ms.append(result.p99_ms)
         self.failures.append(result.failures)
+        self.other_cpu_pct.append(result.other_cpu_pct)
 
 
 def paired(values: Sequence[float], baseline: Sequence[float]) -> tuple[float, int]:
@@ -121,9 +124,11 @@ def render(
     references: dict[Arithmetic, Reference],
     levels: dict[str, dict[int, Level]],
     host_readings: Sequence[HostReading] = (),
+    other_before_floor: float | None = None,
 ) -> str:
     """One row per variant and client count: every round, the median, its share of the floor, and the paired ratios;
-    then how the host's speed moved from round to round (``host_readings``, in the first arithmetic)."""
+    then how the host's speed moved from round to round (``host_readings``, in the first arithmetic), and what else
+    ran on the host (``other_before_floor``, the checks and every level: host_load)."""
     base = variants[0].name
     lines = [reference_line(ref) for ref in references.values()]
     lines += [
@@ -153,6 +158,15 @@ def render(
             )
     if host_readings:
         lines += ["", host_speed_line(next(iter(references.values())).lone_ms, host_readings)]
+    checks = [("before the floor", other_before_floor), *((r.label, r.other_cpu_pct) for r in host_readings)]
+    serving = [
+        (f"{name} at {clients} clients, round {index + 1}", pct)
+        for name, by_clients in levels.items()
+        for clients, level in by_clients.items()
+        for index, pct in enumerate(level.other_cpu_pct)
+    ]
+    if other_line := other_load_line(checks, serving):
+        lines += ["", other_line]
     return "\n".join(lines)
 
 
@@ -189,6 +203,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         with environment(variant.env):
             arithmetics[variant.name] = arithmetic_of(variant.flags)
     texts = list(TEXTS)
+    other_before_floor = other_load_now()
+    if note := before_floor_note(other_before_floor):
+        print(note, file=sys.stderr)
     references = {a: measure_reference(a, texts, args) for a in dict.fromkeys(arithmetics.values())}
     wrk = Wrk(texts)
     levels: dict[str, dict[int, Level]] = {v.name: {c: Level() for c in args.clients} for v in variants}
@@ -205,7 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         host_check.close()
     print()
-    print(render(variants, arithmetics, references, levels, host_check.readings))
+    print(render(variants, arithmetics, references, levels, host_check.readings, other_before_floor))
     if args.json:
         payload = {
             "rounds": args.rounds,
@@ -214,6 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for a, r in references.items()
             },
             "host_checks": [asdict(r) for r in host_check.readings],
+            "other_cpu_pct_before_floor": other_before_floor,
             "variants": {
                 v.name: {
                     "env": v.env,

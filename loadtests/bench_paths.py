@@ -51,6 +51,7 @@ from pathlib import Path
 import orjson
 
 from loadtests.harness.floor import RawResult, measure_arrival_order, measure_lone, measure_raw
+from loadtests.harness.host_load import before_floor_note, other_load_line, other_load_now
 from loadtests.harness.host_speed import HostReading, HostSpeedCheck, host_speed_line
 from loadtests.harness.loadgen import HttpResult, client_levels
 from loadtests.harness.queries import TEXTS
@@ -206,10 +207,12 @@ def render(
     batch_size: int,
     runs: dict[str, tuple[str, Arithmetic, list[HttpResult]]],
     host_readings: Sequence[HostReading] = (),
+    other_before_floor: float | None = None,
 ) -> str:
     """Both tables; every path's shares and lone figure are of the reference in its own arithmetic.
 
-    ``host_readings`` (taken in the first arithmetic) close the output with how the host's speed moved.
+    ``host_readings`` (taken in the first arithmetic) close the output with how the host's speed moved; they,
+    ``other_before_floor`` and each level's "other" column with what else ran on the host (host_load).
     """
 
     def share_of_ceiling(ref: Reference, r: HttpResult) -> float | None:
@@ -259,6 +262,10 @@ def render(
         )
     if host_readings:
         lines += ["", host_speed_line(next(iter(references.values())).lone_ms, host_readings)]
+    checks = [("before the floor", other_before_floor), *((r.label, r.other_cpu_pct) for r in host_readings)]
+    serving = [(f"{name} at {r.clients} clients", r.other_cpu_pct) for name, (_, _, results) in runs.items() for r in results]
+    if other_line := other_load_line(checks, serving):
+        lines += ["", other_line]
     return "\n".join(lines)
 
 
@@ -281,6 +288,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     paths = dict(args.path) if args.path else DEFAULT_PATHS
     texts = list(TEXTS)
     arithmetics = {name: arithmetic_of(flags) for name, flags in paths.items()}
+    other_before_floor = other_load_now()
+    if note := before_floor_note(other_before_floor):
+        print(note, file=sys.stderr)
     references = {arithmetic: measure_reference(arithmetic, texts, args) for arithmetic in dict.fromkeys(arithmetics.values())}
     wrk = Wrk(texts)
     host_check = HostSpeedCheck(reference_settings(next(iter(references)), args), texts)
@@ -293,7 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         host_check.close()
     print()
-    print(render(references, args.batch_size, runs, host_check.readings))
+    print(render(references, args.batch_size, runs, host_check.readings, other_before_floor))
     if args.json:
         first = next(iter(references.values()))
         payload = {
@@ -315,6 +325,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for arithmetic, ref in references.items()
             },
             "host_checks": [asdict(r) for r in host_check.readings],
+            "other_cpu_pct_before_floor": other_before_floor,
             "paths": {
                 name: {
                     "flags": paths[name],

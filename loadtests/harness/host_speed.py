@@ -21,6 +21,7 @@ from mcp_classifier.settings import Settings
 from mcp_classifier.wiring import build_classifier
 
 from .floor import time_each_alone
+from .host_load import LoadMark
 
 WARM_UP_TEXTS = 5
 DRIFT_WARNING = 1.15  # slowest check over fastest above which the run says its paths ran on different hosts
@@ -30,6 +31,7 @@ DRIFT_WARNING = 1.15  # slowest check over fastest above which the run says its 
 class HostReading:
     label: str  # when it was taken: "before ray", "round 2/4: ray-nopin", "after the last path"
     raw_lone_ms: float
+    other_cpu_pct: float | None = None  # other processes meanwhile, % of one core (host_load)
 
 
 class HostSpeedCheck:
@@ -50,9 +52,12 @@ class HostSpeedCheck:
             return
         encode = self._classifier.encoder.encode_queries
         time_each_alone(encode, self._texts[:WARM_UP_TEXTS])
-        reading = HostReading(label, 1000 * statistics.median(time_each_alone(encode, self._texts)))
+        start = LoadMark.take()
+        raw_lone_ms = 1000 * statistics.median(time_each_alone(encode, self._texts))
+        reading = HostReading(label, raw_lone_ms, LoadMark.take().other_pct_since(start))
         self.readings.append(reading)
-        print(f"  host check ({label}): raw lone text {reading.raw_lone_ms:.1f} ms", file=sys.stderr)
+        other = "" if reading.other_cpu_pct is None else f"; other processes {reading.other_cpu_pct:.0f}% of a core"
+        print(f"  host check ({label}): raw lone text {reading.raw_lone_ms:.1f} ms{other}", file=sys.stderr)
 
     def close(self) -> None:
         self._classifier = None

@@ -8,6 +8,7 @@ import pytest
 
 from loadtests.ab_paths import Level, Variant, environment, main, paired, render, round_order
 from loadtests.bench_paths import Arithmetic, Reference, arithmetic_of
+from loadtests.harness.host_speed import HostReading
 from loadtests.harness.loadgen import HttpResult
 
 
@@ -90,3 +91,22 @@ def test_one_variant_or_a_repeated_name_is_refused(capsys: pytest.CaptureFixture
     with pytest.raises(SystemExit):
         main(["--path", "a=--backend local", "--path", "a=--backend ray"])
     assert "two or more --path" in capsys.readouterr().err
+
+
+def test_the_table_ends_by_saying_what_else_ran_on_the_host_and_warns_past_the_threshold() -> None:
+    fp16 = Arithmetic("float32", 128)
+    references = {fp16: Reference(fp16, 400.0, 12.0, {}, [])}
+    quiet, crowded = result(32, 288.0, 90.0), result(32, 250.0, 99.0)
+    quiet.other_cpu_pct, crowded.other_cpu_pct = 1.0, 15.0  # an idle leftover Ray node takes about 15% of a core
+    base, other = Level(), Level()
+    base.add(quiet)
+    other.add(crowded)
+    variants = [Variant("a", {}, "--backend local"), Variant("b", {}, "--backend local")]
+    checks = [HostReading("round 1/1: a", 7.0, 0.5), HostReading("round 1/1: b", 7.1, 2.0)]
+    table = render(variants, {"a": fp16, "b": fp16}, references, {"a": {32: base}, "b": {32: other}}, checks, other_before_floor=1.0)
+    last = table.splitlines()[-1]
+    assert last.startswith("other processes on the host (% of one core): before the floor 1; round 1/1: a 0; round 1/1: b 2;")
+    assert "while serving at most 15 (b at 32 clients, round 1)" in last and "WARNING" in last
+    base.other_cpu_pct[0] = other.other_cpu_pct[0] = 1.0
+    quiet_table = render(variants, {"a": fp16, "b": fp16}, references, {"a": {32: base}, "b": {32: other}}, checks, 1.0)
+    assert "WARNING" not in quiet_table.splitlines()[-1]

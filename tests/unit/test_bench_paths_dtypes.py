@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from loadtests.bench_paths import Arithmetic, Reference, arithmetic_of, path_settings, render
+from loadtests.harness.host_speed import HostReading
 from loadtests.harness.loadgen import HttpResult
 
 
@@ -93,3 +94,20 @@ def test_every_share_is_also_given_of_the_issue_s_padded_floor_and_none_when_it_
     bare = {fp32: Reference(fp32, floor=500.0, lone_ms=8.0, ceilings={}, raw=[])}
     bare_row = next(line for line in render(bare, 32, runs).splitlines() if "| 32 | 360.0 |" in line)
     assert "| 0.72 | — | — |" in bare_row  # older references: left empty, not read against the strict floor
+
+
+def test_the_output_ends_by_saying_what_else_ran_on_the_host_and_warns_past_the_threshold() -> None:
+    fp32 = Arithmetic("float32")
+    references = {fp32: Reference(fp32, floor=400.0, lone_ms=8.0, ceilings={}, raw=[])}
+    levels = [result(1, 90.0, 10.0), result(32, 300.0, 100.0)]
+    levels[0].other_cpu_pct, levels[1].other_cpu_pct = 2.0, 16.0
+    runs = {"ray": ("ray", fp32, levels)}
+    checks = [HostReading("before ray", 8.1, 1.0), HostReading("after the last path", 8.0, 0.2)]
+    last = render(references, 32, runs, checks, other_before_floor=14.0).splitlines()[-1]
+    assert last.startswith(
+        "other processes on the host (% of one core): before the floor 14; before ray 1; after the last path 0; "
+        "while serving at most 16 (ray at 32 clients). WARNING"
+    )
+    levels[1].other_cpu_pct = 3.0
+    assert "WARNING" not in render(references, 32, runs, checks, other_before_floor=1.0).splitlines()[-1]
+    assert "other processes" not in render(references, 32, {"ray": ("ray", fp32, [result(1, 90.0, 10.0)])})  # nothing measured
