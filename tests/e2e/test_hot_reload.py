@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support import assert_valid_classification
+from tests.support import assert_valid_classification, wait_for
 from tests.support.categories import DEFAULT_FILE, FINANCE_QUERY, write_with_finance
 from tests.support.processes import ServerProcess, start_server
 
@@ -104,12 +104,15 @@ def test_sixth_category_goes_live_under_load_without_failures_or_stale_answers(
 
 def health_once_reload_error_says(url: str, words: str, timeout_s: float = 30.0) -> dict:
     """/health as soon as its categories_reload_error contains ``words`` (or at the deadline, for the assert's message)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
+    health: dict = {}
+
+    def says() -> bool:
+        nonlocal health
         health = httpx.get(f"{url}/health").json()
-        if words in (health.get("categories_reload_error") or "") or time.monotonic() > deadline:
-            return health
-        time.sleep(0.2)
+        return words in (health.get("categories_reload_error") or "")
+
+    wait_for(says, timeout_s, interval_s=0.2)
+    return health
 
 
 def test_bad_file_keeps_the_old_categories_and_shows_in_health(reloadable_server: ServerProcess, categories_file: Path) -> None:
