@@ -1,7 +1,7 @@
 #!/usr/bin/env python
-"""Scoring methods compared on category sets the project wrote for this (docs/accuracy/sets), in one run.
+"""Scoring methods compared on category sets the project wrote for this (datasets/accuracy), in one run.
 
-For every set and every method in mcp_classifier.core.scorers it prints, side by side:
+For every set and every method in mcp_classifier.classify.scorers it prints, side by side:
   * held-out queries: accuracy, accuracy among the "hard" styles (noisy, multi, terse), ECE;
   * k-fold on the examples (each fold's examples classified by a method fitted on the others):
     accuracy and ECE — what `mcp-classifier doctor` reports to a user before they deploy;
@@ -14,7 +14,7 @@ Each method runs with and without word matches (BM25) and token matches (late in
 The queries never take part in fitting. The embeddings are computed once per set and shared.
 
 Usage (from the repository root):
-    python -m loadtests.accuracy_methods [--sets docs/accuracy/sets] [--model builtin:minilm] [--folds 4]
+    python -m loadtests.accuracy_methods [--sets datasets/accuracy] [--model builtin:minilm] [--folds 4]
         [--methods auto,linear] [--lexical off,auto] [--token-matching off,auto]
 """
 
@@ -30,11 +30,11 @@ from typing import get_args
 
 import numpy as np
 
-from mcp_classifier.core.categories import load_categories
-from mcp_classifier.core.encoder import MiddleLayer
-from mcp_classifier.core.fusion import LexicalMode, fit_category_scorer
-from mcp_classifier.core.index import category_texts
-from mcp_classifier.core.scorers import SCORING_METHODS, ScoringMethod, stratified_folds
+from mcp_classifier.classify.categories import load_categories
+from mcp_classifier.classify.fusion import LexicalMode, fit_category_scorer
+from mcp_classifier.classify.index import category_texts
+from mcp_classifier.classify.scorers import SCORING_METHODS, ScoringMethod, stratified_folds
+from mcp_classifier.engine.encoder import MiddleLayer
 from mcp_classifier.evaluation.doctor import TokenVectors
 from mcp_classifier.evaluation.metrics import calibrated_ece, expected_calibration_error
 from mcp_classifier.settings import Settings
@@ -99,7 +99,7 @@ def variant_name(method: str, lexical: str, token_matching: str = "off") -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sets", type=Path, default=Path("docs/accuracy/sets"))
+    parser.add_argument("--sets", type=Path, default=Path("datasets/accuracy"))
     parser.add_argument("--model", default="builtin:minilm")
     parser.add_argument("--folds", type=int, default=4)
     parser.add_argument("--methods", default=",".join(SCORING_METHODS))

@@ -37,9 +37,9 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from mcp_classifier.core.cuda_graphs import row_bucket
-from mcp_classifier.core.encoder import TextEncoder, pick_device
-from mcp_classifier.core.tokenizer_threads import AUTO, resolve_tokenizer_threads, use_tokenizer_threads
+from mcp_classifier.engine.accel.cuda_graphs import row_bucket
+from mcp_classifier.engine.encoder import TextEncoder, pick_device
+from mcp_classifier.engine.tokenizer_threads import AUTO, resolve_tokenizer_threads, use_tokenizer_threads
 
 WORDS = (
     "what how why explain the derivative integral of a function protein cell history empire war "
@@ -169,7 +169,7 @@ def tokens_per_s_in_flight(encoder: TextEncoder, texts: list[str], batch_size: i
 def profile_batch(encoder: TextEncoder, texts: list[str], batch_size: int) -> dict[str, Any]:
     """Where one batch's model part goes: torch's profiler, kernels by their own GPU time (ops by CPU time on a CPU).
 
-    The time a batch takes beyond its matmuls was estimated by counting memory passes (docs/loadtest/gpu.md);
+    The time a batch takes beyond its matmuls was estimated by counting memory passes (docs/decisions/0018-fused-norms.md);
     this measures it, per kernel, in one call.
     """
     from torch.profiler import ProfilerActivity, profile

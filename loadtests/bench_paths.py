@@ -59,7 +59,7 @@ from loadtests.harness.servers import Server
 from loadtests.harness.tables import fmt
 from loadtests.harness.wrk import Wrk, wrk_available
 from mcp_classifier.cli import build_parser, settings_from_args
-from mcp_classifier.core.encoder import pick_device, pick_dtype
+from mcp_classifier.engine.encoder import pick_device, pick_dtype
 from mcp_classifier.settings import Settings
 
 DEFAULT_PATHS = {"local": "--backend local", "ray": "--backend ray"}

@@ -29,8 +29,8 @@ import orjson
 
 from loadtests.harness.loadgen import JSON_HEADERS, percentile, run_event_loop, session_for
 from loadtests.harness.servers import Server
-from mcp_classifier.protocol.tool_ranking import tool_summary
 from mcp_classifier.settings import Settings
+from mcp_classifier.toolfilter.tool_ranking import tool_summary
 from mcp_classifier.wiring import build_classifier
 
 SEED_FIGURES = {10: "5–15 ms", 100: "50–150 ms", 1000: "500–1,500 ms"}  # LiteLLM's published latency, hosted embeddings

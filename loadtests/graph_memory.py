@@ -1,8 +1,8 @@
 """GPU memory the CUDA graphs take at load, per captured bucket: what a replica must leave free beside its weights.
 
-Session 23 found that graphs warmed at load recorded autograd history, so each kept every layer's
+Graphs warmed at load once recorded autograd history, so each kept every layer's
 activations alive: 25.6 GB for one bucket of 256 rows x 64 tokens of Qwen3-Embedding-0.6B, and
-warming 36 buckets ran out of an H200's 140 GB (docs/loadtest/gpu-h200/capture-memory.log). This
+warming 36 buckets ran out of an H200's 140 GB. This
 prints, for each batch size (the graphs' row cap), the memory allocated after loading, after
 enabling the graphs, and the largest growth of one capture, so a fix or a regression shows in seconds.
 
@@ -23,8 +23,8 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from mcp_classifier.core import cuda_graphs
-from mcp_classifier.core.encoder import TextEncoder
+from mcp_classifier.engine.accel import cuda_graphs
+from mcp_classifier.engine.encoder import TextEncoder
 
 GB = 1e9
 

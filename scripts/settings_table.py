@@ -1,16 +1,57 @@
-"""Prints the README's configuration reference table from the Settings model (tests check they agree)."""
+"""Writes docs/configuration.md, the configuration reference, from the Settings model and its groups.
 
-from mcp_classifier.settings import ENV_PREFIX, Settings
+python scripts/settings_table.py           rewrite docs/configuration.md
+python scripts/settings_table.py --check   exit 1 when the page is not what the settings say (CI runs this)
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from mcp_classifier.settings import ENV_PREFIX, SETTINGS_GROUPS, Settings
+
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
+HEADER = """# Configuration reference
+
+Every setting is a CLI flag of every command (`--max-text-length`), an environment variable
+(`MCP_CLASSIFIER_MAX_TEXT_LENGTH`) and, in the Helm chart, a value the chart turns into that variable.
+A flag given on the command line wins over the environment, which wins over the default.
+`mcp-classifier serve --help` shows the common groups; `--help-all` shows every group.
+Why a default is what it is: [decisions](decisions/README.md).
+
+This page is generated from the settings object by `python scripts/settings_table.py`; CI checks it is current.
+"""
 
 
-def table() -> str:
-    rows = ["| setting | env var | CLI flag | default | what it does |", "|---|---|---|---|---|"]
-    for name, field in Settings.model_fields.items():
-        default = "(unset)" if field.default is None else f"`{field.default}`"
-        description = (field.description or "").replace("|", "\\|")
-        rows.append(f"| `{name}` | `{ENV_PREFIX}{name.upper()}` | `--{name.replace('_', '-')}` | {default} | {description} |")
-    return "\n".join(rows)
+def default_cell(name: str) -> str:
+    default = Settings.model_fields[name].default
+    return "(unset)" if default is None else f"`{default}`"
+
+
+def page() -> str:
+    parts = [HEADER]
+    for group in SETTINGS_GROUPS:
+        shown = "shown by `--help`" if group.common else "shown by `--help-all`"
+        parts.append(f"\n## {group.title}\n\n({shown})\n")
+        parts.append("| setting | env var | CLI flag | default | what it does |\n|---|---|---|---|---|")
+        for name in group.fields:
+            description = (Settings.model_fields[name].description or "").replace("|", "\\|")
+            flag = "--" + name.replace("_", "-")
+            parts.append(f"| `{name}` | `{ENV_PREFIX}{name.upper()}` | `{flag}` | {default_cell(name)} | {description} |")
+    return "\n".join(parts) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    text = page()
+    if "--check" in argv:
+        if not PAGE.exists() or PAGE.read_text() != text:
+            print(f"{PAGE} is not current: run python scripts/settings_table.py", file=sys.stderr)
+            return 1
+        return 0
+    PAGE.write_text(text)
+    return 0
 
 
 if __name__ == "__main__":
-    print(table())
+    sys.exit(main(sys.argv[1:]))

@@ -40,7 +40,7 @@ def peer_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def category_count() -> int:
-    from mcp_classifier.core.categories import load_categories
+    from mcp_classifier.classify.categories import load_categories
 
     return len(load_categories().categories)
 

@@ -25,7 +25,7 @@ GRAPH_BATCH_SIZES="${GRAPH_BATCH_SIZES:-1,16,64,256,512,1024}"
 CLIENTS="${CLIENTS:-1,8,32,64,256}" PATH_BATCH="${PATH_BATCH:-64}" DURATION="${DURATION:-6}" WARMUP="${WARMUP:-2}" RAW_SECONDS="${RAW_SECONDS:-3}"
 PATH_SET="${PATH_SET:-ray-gpu,local-gpu}"
 MODEL="${MODEL:-random:qwen3-embedding-0.6b}"
-# --replica-access-log: the replica's line per call reaches the server log copied to $OUT (per-call times, docs/loadtest/gpu.md)
+# --replica-access-log: the replica's line per call reaches the server log copied to $OUT (per-call times, docs/decisions/0003-gpu-whole-path-figures.md)
 RAY_PATH="${RAY_PATH:---backend ray --replica-num-gpus 1 --min-replicas 1 --max-replicas 1 --ray-num-cpus 8 --replica-access-log}"
 mkdir -p "$OUT" "$SITE_ROOT"
 log="$OUT/run.log"
@@ -59,7 +59,7 @@ if [[ ",$STAGES," == *,gputests,* ]]; then
   timeout -k 10 60 "$PY" -m pytest -q -p no:cacheprovider tests/unit/test_cuda_graphs.py tests/integration/test_gpu_path.py -k "cuda_graph or fused_norms or fused_rotary" || status=1
 fi
 if [[ ",$STAGES," == *,graph-memory,* ]]; then
-  echo "== the GPU memory the graphs take at load, per batch size (session 23: warming leaked every layer's activations)"
+  echo "== the GPU memory the graphs take at load, per batch size (warming once leaked every layer's activations)"
   timeout -k 10 90 "$PY" -m loadtests.graph_memory --model "$MODEL" --batch-sizes 64,256 --json "$OUT/graph-memory.json" || status=1
 fi
 if [[ ",$STAGES," == *,eager,* ]]; then
@@ -114,11 +114,11 @@ if [[ ",$STAGES," == *,paths,* ]]; then
   [[ ",$PATH_SET," == *,local-gpu,* ]] && path_args+=(--path local-gpu="--backend local")
   # token matching (on by default) scores on the GPU beside the forward: PATH_SET=ray-gpu,ray-gpu-tokens-off times it
   [[ ",$PATH_SET," == *,ray-gpu-tokens-off,* ]] && path_args+=(--path ray-gpu-tokens-off="$RAY_PATH --token-matching off")
-  # rotary embeddings as one compiled kernel a call (session 23; off by default until timed): PATH_SET=ray-gpu,ray-gpu-rotary
+  # rotary embeddings as one compiled kernel a call: PATH_SET=ray-gpu,ray-gpu-rotary
   [[ ",$PATH_SET," == *,ray-gpu-rotary,* ]] && path_args+=(--path ray-gpu-rotary="$RAY_PATH --fused-rotary on")
-  # two replicas sharing the GPU, so two processes' event loops carry the per-request work (session 24): PATH_SET=ray-gpu,ray-gpu-two
+  # two replicas sharing the GPU, so two processes' event loops carry the per-request work: PATH_SET=ray-gpu,ray-gpu-two
   [[ ",$PATH_SET," == *,ray-gpu-two,* ]] && path_args+=(--path ray-gpu-two="$RAY_PATH --replica-num-gpus 0.5 --min-replicas 2 --max-replicas 2")
-  # the replica tokenising on one thread, as the images had it before tokenizer_threads (session 24): PATH_SET=ray-gpu,ray-gpu-tok1
+  # the replica tokenising on one thread, as the images had it before tokenizer_threads: PATH_SET=ray-gpu,ray-gpu-tok1
   [[ ",$PATH_SET," == *,ray-gpu-tok1,* ]] && path_args+=(--path ray-gpu-tok1="$RAY_PATH --tokenizer-threads 1")
   timeout -k 20 "$PATHS_S" "$PY" -m loadtests.bench_paths --model "$MODEL" --clients "$CLIENTS" --batch-size "$PATH_BATCH" \
     --duration "$DURATION" --warmup "$WARMUP" --raw-seconds "$RAW_SECONDS" --json "$OUT/paths-gpu.json" "${path_args[@]}" || status=1

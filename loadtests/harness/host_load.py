@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from .cpu import host_busy_seconds, self_cpu_seconds
 
-# % of one core. An idle embedded Ray node takes about 15 (docs/loadtest/paths.md, session 28); a quiet
+# % of one core. An idle embedded Ray node takes about 15 (docs/decisions/0001-benchmark-method-and-noise.md); a quiet
 # host reads 0-4 beside a bench.
 OTHER_WARNING_PCT = 10.0
 IDLE_SAMPLE_S = 1.0

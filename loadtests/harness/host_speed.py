@@ -3,7 +3,7 @@
 A bench run reads every path against a floor measured once, at its start. On a shared VM the host's
 own speed moves by more than a lever within a run, and nothing inside the VM shows it: in one hour of
 2026-11-28 the floor read 587, then 529, then 421 texts/s with other processes at 0-2% of the machine
-(docs/loadtest/paths.md, session 35). So each path's server is preceded by a short check (the raw lone
+(docs/decisions/0001-benchmark-method-and-noise.md). So each path's server is preceded by a short check (the raw lone
 text, the same figure the lone-request target is read against), and the run prints them side by side:
 a reader sees whether two paths ran in the same host, and the run warns when they did not.
 """
@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mcp_classifier.core.encoder import pick_device
+from mcp_classifier.engine.encoder import pick_device
 from mcp_classifier.settings import Settings
 from mcp_classifier.wiring import build_classifier
 

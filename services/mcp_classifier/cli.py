@@ -21,7 +21,7 @@ import orjson
 from pydantic import ValidationError
 
 from . import __version__
-from .settings import Settings, settings_fields
+from .settings import ENV_PREFIX, SETTINGS_GROUPS, Settings, settings_fields
 from .telemetry import configure_logging
 
 if TYPE_CHECKING:
@@ -51,16 +51,32 @@ def _flag_type(annotation: Any) -> dict[str, Any]:
     return {"type": str}
 
 
-def add_settings_flags(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("settings (also MCP_CLASSIFIER_<NAME> env vars)")
-    for name, field in settings_fields().items():
-        group.add_argument(
-            "--" + name.replace("_", "-"),
-            dest=name,
-            default=argparse.SUPPRESS,
-            help=f"{field.description} [default: {field.default}]",
-            **_flag_type(field.annotation),
-        )
+def _short_help(description: str | None) -> str:
+    """The description's first clause: --help stays a screenful; docs/configuration.md has the whole text."""
+    text = (description or "").split("; ")[0].split(". ")[0].rstrip(".")
+    return text if len(text) <= 64 else text[:61].rstrip() + "..."
+
+
+def add_settings_flags(parser: argparse.ArgumentParser, *, show_all: bool = False) -> None:
+    """Every setting is a flag of every command; --help lists the common groups, --help-all every group."""
+    fields = settings_fields()
+    parser.formatter_class = functools.partial(argparse.HelpFormatter, max_help_position=36)
+    hidden = [group.title for group in SETTINGS_GROUPS if not group.common]
+    for group in SETTINGS_GROUPS:
+        shown = show_all or group.common
+        arguments = parser.add_argument_group(f"{group.title} (env: {ENV_PREFIX}<NAME>)") if shown else parser
+        for name in group.fields:
+            field = fields[name]
+            arguments.add_argument(
+                "--" + name.replace("_", "-"),
+                dest=name,
+                default=argparse.SUPPRESS,
+                metavar=name.rsplit("_", 1)[-1].upper(),
+                help=f"{_short_help(field.description)} [{field.default}]" if shown else argparse.SUPPRESS,
+                **_flag_type(field.annotation),
+            )
+    if not show_all:
+        parser.add_argument_group("more settings", f"{', '.join(hidden)}: see --help-all or docs/configuration.md")
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
@@ -203,7 +219,7 @@ def _run_eval(settings: Settings, args: argparse.Namespace) -> int:
     print(f"evaluating {len(systems)} system(s) on {len(queries)} labelled queries from {args.data}", file=sys.stderr)
     threshold = args.threshold
     if threshold is None:
-        from .core.categories import load_categories
+        from .classify.categories import load_categories
 
         threshold = load_categories(settings.categories_file).policy.low_confidence.threshold
     truth, reasoning, tags = [q.category for q in queries], [q.expected_use_reasoning for q in queries], [q.tag for q in queries]
@@ -215,8 +231,8 @@ def _run_eval(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
-    from .core.categories import load_categories
-    from .core.index import category_texts
+    from .classify.categories import load_categories
+    from .classify.index import category_texts
     from .evaluation.dataset import DatasetError, load_dataset
     from .evaluation.doctor import TokenVectors, centroid_similarity, diagnose, render, write_report
     from .wiring import build_classifier
@@ -270,7 +286,7 @@ def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_eval_tools(settings: Settings, args: argparse.Namespace) -> int:
     from .evaluation.dataset import DatasetError
     from .evaluation.tool_retrieval import load_tool_set, rank_all, render, render_served, render_slices, score, served_outcome
-    from .protocol.tool_filter import DEFAULT_THRESHOLD, DEFAULT_TOP_K, default_threshold_for
+    from .toolfilter.tool_filter import DEFAULT_THRESHOLD, DEFAULT_TOP_K, default_threshold_for
     from .wiring import build_classifier
 
     tools_path = args.tools or args.queries.with_name("tools.json")
@@ -357,18 +373,19 @@ def add_loadtest_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     loadtest.add_argument("--out", type=Path, default=Path("loadtest-report"), help="report folder [default: loadtest-report]")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, show_all: bool = False) -> argparse.ArgumentParser:
+    """``show_all`` (--help-all) lists every settings group in a command's help, not only the common ones."""
     parser = argparse.ArgumentParser(prog="mcp-classifier", description="MCP classification service for LLM routers.")
     parser.add_argument("--version", action="version", version=f"mcp-classifier {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="serve MCP over HTTP (JSON-RPC on /mcp, REST on /mcp/<method>)")
-    add_settings_flags(serve)
-    stdio = sub.add_parser("stdio", help="serve MCP over stdin/stdout (newline-delimited JSON-RPC)")
-    add_settings_flags(stdio)
+    serve = sub.add_parser("serve", help="serve MCP over HTTP (JSON-RPC on /mcp, REST on /mcp/<method>)", usage="%(prog)s [options]")
+    add_settings_flags(serve, show_all=show_all)
+    stdio = sub.add_parser("stdio", help="serve MCP over stdin/stdout (newline-delimited JSON-RPC)", usage="%(prog)s [options]")
+    add_settings_flags(stdio, show_all=show_all)
     classify = sub.add_parser("classify", help="classify texts and print one result JSON per line")
     classify.add_argument("texts", nargs="+", metavar="TEXT")
     classify.add_argument("--with-probabilities", action="store_true", help="add probabilities and entropy")
-    add_settings_flags(classify)
+    add_settings_flags(classify, show_all=show_all)
     evaluate = sub.add_parser("eval", help="evaluate on labelled queries (JSONL/CSV: text, category[, expected_use_reasoning])")
     evaluate.add_argument("--data", type=Path, required=True, help="labelled file (.jsonl or .csv)")
     evaluate.add_argument("--url", action="append", help="a running MCP classifier to evaluate (REST style); repeatable")
@@ -379,13 +396,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         help="the router's confidence threshold for the answered-share columns [default: the policy's low_confidence.threshold]",
     )
-    add_settings_flags(evaluate)
+    add_settings_flags(evaluate, show_all=show_all)
     doctor = sub.add_parser(
         "doctor", help="check a categories file before deploying: confusable categories, stray examples, expected accuracy and ECE"
     )
     doctor.add_argument("--queries", type=Path, help="labelled queries (JSONL/CSV: text, category) to check as well")
     doctor.add_argument("--out", type=Path, help="also write doctor.md, doctor.json and a similarity heatmap here")
-    add_settings_flags(doctor)
+    add_settings_flags(doctor, show_all=show_all)
     eval_tools = sub.add_parser("eval-tools", help="tool retrieval: recall@1/5/10 and MRR of the tool filter, beside BM25")
     eval_tools.add_argument("queries", type=Path, help="JSONL: {query, relevant: [tool names]}")
     eval_tools.add_argument(
@@ -393,23 +410,25 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         help="JSON array of MCP or OpenAI function tools, or a saved tools/list result [default: tools.json beside the queries]",
     )
-    add_settings_flags(eval_tools)
+    add_settings_flags(eval_tools, show_all=show_all)
     add_loadtest_parser(sub)
     serve_cfg = sub.add_parser("serve-config", help="print the Ray Serve config YAML (the RayService's serveConfigV2)")
-    add_settings_flags(serve_cfg)
+    add_settings_flags(serve_cfg, show_all=show_all)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    show_all = "--help-all" in arguments
+    args = build_parser(show_all=show_all).parse_args(["--help" if a == "--help-all" else a for a in arguments])
     try:
         settings = settings_from_args(args)
     except ValidationError as exc:
         print(f"mcp-classifier: invalid settings:\n{exc}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level, settings.log_format)
-    from .core.categories import CategoryFileError
-    from .core.encoder import ModelLoadError
+    from .classify.categories import CategoryFileError
+    from .engine.encoder import ModelLoadError
 
     try:
         if args.command == "serve":

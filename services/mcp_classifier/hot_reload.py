@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 
 from .backend.base import ClassificationBackend
-from .core.file_watch import watch_file_in_thread
+from .util.file_watch import watch_file_in_thread
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import Field, SecretStr
 from pydantic.fields import FieldInfo
@@ -70,7 +70,7 @@ class Settings(BaseSettings):
         description="Replay the model's forward as CUDA graphs, one per batch shape bucket (query widths captured at load, others on "
         "first use), instead of "
         "launching its kernels one by one; auto: on where the model runs on CUDA. Turned off at load where graphed and eager "
-        "embeddings differ. On an H100 an eager forward of a short query cost ~25 ms of kernel launches (docs/loadtest/gpu.md).",
+        "embeddings differ. On an H100 an eager forward of a short query cost ~25 ms of kernel launches (docs/decisions/0017-cuda-graphs.md).",
     )
 
     fused_norms: Literal["auto", "on", "off"] = Field(
@@ -84,7 +84,7 @@ class Settings(BaseSettings):
         "auto",
         description="Apply the model's rotary position embeddings with one torch.compile'd kernel a call instead of transformers' "
         "ten a layer, which took more GPU time than the matmuls on an H200; auto: on where the model runs on CUDA. On an H200 a "
-        "batch of 256 32-token queries took 30.5 ms instead of 37.2 (docs/loadtest/gpu.md). Compiles at load (about 20 s there; "
+        "batch of 256 32-token queries took 30.5 ms instead of 37.2 (docs/decisions/0019-fused-rotary.md). Compiles at load (about 20 s there; "
         "needs Triton on CUDA, a C compiler on the CPU) and is put back where whole embeddings differ or compiling fails.",
     )
 
@@ -93,7 +93,7 @@ class Settings(BaseSettings):
         description="Run each layer of the model's stack through torch.compile (Inductor, one graph shared by every layer), which "
         "fuses a layer's norms, rotary embeddings, key/value copies, SiLU and residual adds around the matmuls; auto: on where "
         "the model runs on CUDA. On an H200, beside fused norms and rotary, a batch of 256 32-token queries took 24.9 ms instead "
-        "of 32.5 and a lone query 2.4 instead of 2.9 (docs/loadtest/gpu.md). Compiles at load, before CUDA graphs are captured "
+        "of 32.5 and a lone query 2.4 instead of 2.9 (docs/decisions/0020-compiled-layers.md). Compiles at load, before CUDA graphs are captured "
         "(needs Triton on CUDA, a C compiler on the CPU), and is undone where whole embeddings differ or compiling fails.",
     )
 
@@ -118,7 +118,7 @@ class Settings(BaseSettings):
         "off",
         description="on: classify on the model's middle layer beside its last (each pooled the model's way, side by side). "
         "It keeps more of the wording: better on files with few examples, worse on short 'what is X?' questions "
-        "(docs/accuracy); check your file with `doctor` both ways. Tool-filter vectors stay the model's own embedding.",
+        "(docs/decisions/0024-middle-layer-features.md); check your file with `doctor` both ways. Tool-filter vectors stay the model's own embedding.",
     )
     lexical_scoring: Literal["auto", "off"] = Field(
         "auto",
@@ -174,7 +174,7 @@ class Settings(BaseSettings):
         False,
         description="Run Serve in its throughput-optimized mode (RAY_SERVE_THROUGHPUT_OPTIMIZED: gRPC between Serve actors, "
         "GC frozen after start; direct ingress follows ray_direct_ingress). Off by default: on 2 CPUs it gained nothing "
-        "measurable, and after a replica was killed under load throughput did not recover within 30 s (docs/loadtest/paths.md).",
+        "measurable, and after a replica was killed under load throughput did not recover within 30 s (docs/decisions/0004-ray-direct-ingress-and-serve-mode.md).",
     )
     ray_direct_ingress: bool = Field(
         True,
@@ -205,7 +205,7 @@ class Settings(BaseSettings):
         False,
         description="Each embedder replica logs a line per call (Serve's access log). Off by default: the gateway already "
         "logs every request with its trace id, so each call was logged twice (on the embedded node both in the gateway's "
-        "console); no throughput change was measured either way (docs/loadtest/paths.md).",
+        "console); no throughput change was measured either way (docs/decisions/0015-replica-access-log.md).",
     )
     replica_num_cpus: float = Field(1.0, ge=0, description="ray_actor_options.num_cpus of each embedder replica.")
     replica_cpu_pinning: Literal["auto", "on", "off"] = Field(
@@ -215,7 +215,7 @@ class Settings(BaseSettings):
         "ones. auto: where the process may run on no more cores than Ray was given for the node (the embedded node; a pod "
         "with exclusive cores, Kubernetes' static CPU manager), never on a shared machine's cores. On the embedded 2-core "
         "node, in alternating server starts: 1.22x the requests at 8 clients, 1.13x at 32, a lone p50 3 ms lower "
-        "(docs/loadtest/paths.md).",
+        "(docs/decisions/0011-replica-cpu-pinning.md).",
     )
     replica_num_gpus: float = Field(0.0, ge=0, description="ray_actor_options.num_gpus of each embedder replica (1 on a GPU node).")
     min_replicas: int = Field(
@@ -386,5 +386,90 @@ class Settings(BaseSettings):
 
 
 def settings_fields() -> dict[str, FieldInfo]:
-    """Field name -> FieldInfo, in declaration order: the CLI and the README reference are built from it."""
+    """Field name -> FieldInfo, in declaration order: the CLI and the configuration reference are built from it."""
     return dict(Settings.model_fields)
+
+
+class SettingsGroup(NamedTuple):
+    """A group of settings as a reader meets them: `--help` shows the common groups, `--help-all` every one."""
+
+    name: str
+    title: str
+    common: bool
+    fields: tuple[str, ...]
+
+
+# Grouped by what a user is deciding, in the order docs/configuration.md and --help-all show them. The
+# engine's knobs come last: each is `auto` or measured (docs/decisions/), and few deployments touch them.
+SETTINGS_GROUPS: tuple[SettingsGroup, ...] = (
+    SettingsGroup(
+        "model",
+        "Model and categories",
+        True,
+        (
+            "model", "device", "dtype", "pooling", "query_instruction", "max_seq_length", "categories_file",
+            "scoring_method", "middle_layer_features", "lexical_scoring", "token_matching",
+        ),
+    ),
+    SettingsGroup(
+        "serving",
+        "Serving: doors, limits, logs, shutdown",
+        True,
+        (
+            "backend", "model_threads", "model_processes", "host", "port", "grpc_port", "grpc_reflection", "request_timeout_s", "max_text_length",
+            "max_batch_texts", "max_body_bytes", "list_ttl_ms", "sse_max_streams", "sse_keepalive_s", "sse_session_idle_s",
+            "log_level", "log_format", "drain_delay_s", "shutdown_timeout_s",
+        ),
+    ),
+    SettingsGroup(
+        "cache",
+        "Cache (Redis)",
+        True,
+        (
+            "cache", "redis_url", "cache_ttl_s", "cache_max_text_chars", "cache_max_value_bytes", "redis_timeout_s",
+            "redis_connect_timeout_s", "redis_breaker_failures", "redis_breaker_cooldown_s", "redis_embedded_maxmemory_mb",
+        ),
+    ),
+    SettingsGroup(
+        "edge",
+        "Edge: keys, Host/Origin checks, rate limit",
+        True,
+        ("api_keys", "api_keys_file", "allowed_origins", "allowed_hosts", "rate_limit_requests", "rate_limit_window_s"),
+    ),
+    SettingsGroup(
+        "batching",
+        "Batching (local backend and replicas)",
+        False,
+        ("batch_size", "batch_window_ms", "batch_regroup_wait", "batch_slot_chars", "max_queue", "max_concurrent_batches"),
+    ),
+    SettingsGroup(
+        "toolfilter",
+        "Semantic tool filter",
+        False,
+        (
+            "max_tools", "tool_embedding_cache_entries", "tool_embedding_ttl_s", "tool_ranking", "tool_lexical_weight",
+            "tool_query_clauses", "tool_threshold", "tool_lexical_indexes",
+        ),
+    ),
+    SettingsGroup(
+        "ray",
+        "Ray Serve: the embedded node, replicas and the gateway's link to them",
+        False,
+        (
+            "serve_app_name", "serve_grpc_port", "ray_num_cpus", "ray_object_store_mb", "ray_throughput_optimized",
+            "ray_direct_ingress", "ray_serve_api_url", "replica_refresh_s", "ray_metrics_port",
+            "replica_health_check_period_s", "replica_access_log", "replica_num_cpus", "replica_cpu_pinning",
+            "replica_num_gpus", "min_replicas", "max_replicas", "target_ongoing_requests", "max_ongoing_requests",
+            "grpc_max_attempts", "lone_call_threads", "lone_call_min_gain",
+        ),
+    ),
+    SettingsGroup(
+        "engine",
+        "Engine (advanced): threads, packing and the model's speed-ups",
+        False,
+        (
+            "torch_threads", "tokenizer_threads", "forward_overhead_tokens", "pack_width_tokens", "cuda_graphs",
+            "fused_norms", "fused_rotary", "compiled_layers", "fp16_weights_max_tokens",
+        ),
+    ),
+)  # fmt: skip

@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .backend.base import ClassificationBackend
 from .cache.embeddings import ToolEmbeddings
-from .core.build import build_classifier, fill_local_threading, model_calls_in_flight
+from .classify.build import build_classifier, fill_local_threading, model_calls_in_flight
 from .protocol.classify_tools import register_classification_tools
 from .protocol.dispatcher import McpDispatcher
-from .protocol.tool_filter import ToolFilter, default_threshold_for, register_tool_filter
 from .protocol.tools import ToolRegistry
 from .settings import Settings
 from .telemetry import GatewayMetrics
+from .toolfilter.tool_filter import ToolFilter, default_threshold_for, register_tool_filter
 
 if TYPE_CHECKING:  # torch, Ray, FastAPI and Redis are imported only by the paths that use them
     from fastapi import FastAPI

@@ -24,7 +24,7 @@ import pytest
 
 from mcp_classifier.api.v1 import classifier_pb2 as pb
 from mcp_classifier.api.v1 import classifier_pb2_grpc as pb_grpc
-from mcp_classifier.core.classifier import Classifier
+from mcp_classifier.classify.classifier import Classifier
 from mcp_classifier.embedder.local_cluster import free_port
 from mcp_classifier.settings import Settings
 from mcp_classifier.wiring import build_classifier
@@ -225,7 +225,7 @@ def test_the_tool_filter_runs_on_the_replicas_over_grpc_and_ranks_like_the_local
     ray_stack: ServerProcess, local_classifier: Classifier
 ) -> None:
     """select_tools and /v1/tools/filter embed through the Embed RPC; every tool's cosine equals the in-process encoder's."""
-    from mcp_classifier.protocol.tool_ranking import tool_summary
+    from mcp_classifier.toolfilter.tool_ranking import tool_summary
 
     tools = [
         {"name": "weather__forecast", "description": "Weather forecast for a city: rain, temperature and wind."},

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from mcp_classifier.core.encoder import TextEncoder, pool
+from mcp_classifier.engine.encoder import TextEncoder, pool
 from tests.support.tiny_models import build_tiny_qwen3
 
 MIXED_TEXTS = [

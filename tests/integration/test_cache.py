@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 
 from mcp_classifier.cache import CachingBackend, RedisLink
 from mcp_classifier.cache.metrics import RedisMetrics
-from mcp_classifier.core.results import ClassificationResult, ClassifierInfo
+from mcp_classifier.classify.results import ClassificationResult, ClassifierInfo
 from mcp_classifier.settings import Settings
 from mcp_classifier.wiring import build_local_backend
 from tests.support import async_wait_for

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from mcp_classifier.core.encoder import TextEncoder
+from mcp_classifier.engine.encoder import TextEncoder
 from tests.integration.test_batch_plan import MIXED_TEXTS
 from tests.support.compile_backends import failing_backend
 from tests.support.tiny_models import build_tiny_qwen3

@@ -1,6 +1,6 @@
 """--dtype bfloat16 on a CPU (what the encoder suggests on AMX hosts) answers like the fp32 default.
 
-Real MiniLM, both dtypes, on the project's own labelled router queries (docs/accuracy/sets/router-traffic)
+Real MiniLM, both dtypes, on the project's own labelled router queries (datasets/accuracy/router-traffic)
 against the packaged default categories. bf16 works on any CPU (slowly without AMX); the suggestion
 promises the same categories, so that is what is asserted.
 """
@@ -16,7 +16,7 @@ import torch
 from mcp_classifier.settings import Settings
 from mcp_classifier.wiring import build_classifier
 
-QUERIES = Path(__file__).resolve().parents[2] / "docs" / "accuracy" / "sets" / "router-traffic" / "queries.jsonl"
+QUERIES = Path(__file__).resolve().parents[2] / "datasets" / "accuracy" / "router-traffic" / "queries.jsonl"
 
 
 def test_bf16_on_cpu_gives_the_fp32_categories_and_accuracy() -> None:

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from mcp_classifier.core.cuda_graphs import GraphedForward, Replay, RunModel
-from mcp_classifier.core.encoder import TextEncoder
+from mcp_classifier.engine.accel.cuda_graphs import GraphedForward, Replay, RunModel
+from mcp_classifier.engine.encoder import TextEncoder
 from tests.integration.test_batch_plan import MIXED_TEXTS, reference_vectors
 from tests.integration.test_packing import _CountsItsOwnPositions
 from tests.support.tiny_models import build_tiny_qwen3

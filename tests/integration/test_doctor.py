@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import yaml
 
-from mcp_classifier.core.categories import CategoryConfig, load_categories
-from mcp_classifier.core.encoder import TextEncoder
-from mcp_classifier.core.index import category_texts
+from mcp_classifier.classify.categories import CategoryConfig, load_categories
+from mcp_classifier.classify.index import category_texts
+from mcp_classifier.engine.encoder import TextEncoder
 from mcp_classifier.evaluation.doctor import TokenVectors, diagnose, render
 
 CATEGORIES = {

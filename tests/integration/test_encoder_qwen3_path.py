@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mcp_classifier.core.categories import load_categories
-from mcp_classifier.core.classifier import Classifier
-from mcp_classifier.core.encoder import TextEncoder, detect_pooling, resolve_model_path
+from mcp_classifier.classify.categories import load_categories
+from mcp_classifier.classify.classifier import Classifier
+from mcp_classifier.engine.encoder import TextEncoder, detect_pooling, resolve_model_path
 from tests.support.tiny_models import build_tiny_qwen3
 
 INSTRUCTION = "Given a user query, identify which topic category it belongs to"

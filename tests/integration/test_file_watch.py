@@ -8,7 +8,7 @@ import threading
 import time
 from pathlib import Path
 
-from mcp_classifier.core.file_watch import watch_file_in_thread
+from mcp_classifier.util.file_watch import watch_file_in_thread
 
 
 def _configmap_update(folder: Path, version: int) -> None:

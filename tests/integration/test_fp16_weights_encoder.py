@@ -1,8 +1,8 @@
 """fp16 weights for small calls on a real MiniLM: lone queries answer as on fp32, large batches exactly so; the load checks.
 
-The project's own labelled router queries (docs/accuracy/sets/router-traffic) against the packaged
+The project's own labelled router queries (datasets/accuracy/router-traffic) against the packaged
 default categories, each classified alone (one call of ~16 tokens: the fp16 weights' case).
-Whether the copies are faster is a benchmark's claim (loadtests/bench_paths.py, docs/loadtest/paths.md).
+Whether the copies are faster is a benchmark's claim (loadtests/bench_paths.py, docs/decisions/0012-fp16-weights-for-small-calls.md).
 """
 
 from __future__ import annotations
@@ -17,15 +17,15 @@ import pytest
 import torch
 from torch.nn import functional
 
-from mcp_classifier.core import fp16_weights
-from mcp_classifier.core.classifier import Classifier
-from mcp_classifier.core.encoder import TextEncoder
+from mcp_classifier.classify.classifier import Classifier
+from mcp_classifier.engine.accel import fp16_weights
+from mcp_classifier.engine.encoder import TextEncoder
 from mcp_classifier.settings import Settings
 from mcp_classifier.wiring import build_classifier
 
 pytestmark = pytest.mark.skipif(not fp16_weights.fp16_weights_available(), reason="no fbgemm fp16 GEMM on this CPU")
 
-QUERIES = Path(__file__).resolve().parents[2] / "docs" / "accuracy" / "sets" / "router-traffic" / "queries.jsonl"
+QUERIES = Path(__file__).resolve().parents[2] / "datasets" / "accuracy" / "router-traffic" / "queries.jsonl"
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,7 @@ def test_copies_that_change_embeddings_are_dropped(
         return functional.linear(inputs, -self.weight, self.bias)
 
     monkeypatch.setattr(fp16_weights, "_small_call_forward", spoiled)
-    with caplog.at_level(logging.WARNING, logger="mcp_classifier.core.encoder"):
+    with caplog.at_level(logging.WARNING, logger="mcp_classifier.engine.encoder"):
         assert encoder.use_fp16_weights(64) == 0
     assert swapped_limits(encoder) == set()
     assert "differ from the model's own" in caplog.text

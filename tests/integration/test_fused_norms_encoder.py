@@ -9,9 +9,9 @@ import pytest
 import torch
 from transformers import Qwen3Model
 
-from mcp_classifier.core import encoder as encoder_module
-from mcp_classifier.core.encoder import TextEncoder
-from mcp_classifier.core.fused_norms import fuse_rms_norms, rms_norm_epsilon
+from mcp_classifier.engine import encoder as encoder_module
+from mcp_classifier.engine.accel.fused_norms import fuse_rms_norms, rms_norm_epsilon
+from mcp_classifier.engine.encoder import TextEncoder
 from tests.integration.test_batch_plan import MIXED_TEXTS
 from tests.support.tiny_models import build_tiny_qwen3
 

@@ -15,8 +15,8 @@ import pytest
 import torch
 from transformers.models.qwen3 import modeling_qwen3
 
-from mcp_classifier.core.encoder import TextEncoder
-from mcp_classifier.core.fused_rotary import ROTARY_FUNCTION, CompiledRotary, unfuse_rotary
+from mcp_classifier.engine.accel.fused_rotary import ROTARY_FUNCTION, CompiledRotary, unfuse_rotary
+from mcp_classifier.engine.encoder import TextEncoder
 from tests.integration.test_batch_plan import MIXED_TEXTS
 from tests.support.compile_backends import failing_backend
 from tests.support.tiny_models import build_tiny_qwen3

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from mcp_classifier.core.encoder import TextEncoder, pick_dtype
+from mcp_classifier.engine.encoder import TextEncoder, pick_dtype
 from mcp_classifier.settings import Settings
 from mcp_classifier.wiring import build_classifier
 from tests.integration.test_batch_plan import MIXED_TEXTS
@@ -64,7 +64,7 @@ def test_fused_norms_are_on_by_default_on_cuda_and_agree_with_transformers_norms
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine: real CUDA graphs run only on a GPU host")
 def test_cuda_graphs_captured_at_load_keep_no_activations_alive(tmp_path: Path) -> None:
-    """A graph's output lives as long as the graph: with autograd history it held every layer's activations (session 23)."""
+    """A graph's output lives as long as the graph: with autograd history it held every layer's activations."""
     graphed = TextEncoder(str(build_tiny_qwen3(tmp_path)), device="cuda", cuda_graphs="auto", batch_size=8)
     graphs = graphed.cuda_graphs
     assert graphs is not None and len(graphs.shapes) >= 16  # rows 1..8 at the four query widths, warmed at load
@@ -75,7 +75,7 @@ def test_cuda_graphs_captured_at_load_keep_no_activations_alive(tmp_path: Path) 
 def test_fused_rotary_compiles_on_cuda_and_agrees_with_transformers_inside_cuda_graphs(tmp_path: Path) -> None:
     from transformers.models.qwen3 import modeling_qwen3
 
-    from mcp_classifier.core.fused_rotary import unfuse_rotary
+    from mcp_classifier.engine.accel.fused_rotary import unfuse_rotary
 
     path = str(build_tiny_qwen3(tmp_path))
     plain = TextEncoder(path, device="cuda", cuda_graphs="auto", batch_size=8)

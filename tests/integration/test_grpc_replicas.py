@@ -24,7 +24,7 @@ from mcp_classifier.api.convert import info_to_proto, results_to_proto
 from mcp_classifier.api.v1 import classifier_pb2 as pb
 from mcp_classifier.api.v1 import classifier_pb2_grpc as pb_grpc
 from mcp_classifier.backend.grpc_client import GrpcBackend
-from mcp_classifier.core.results import ClassificationResult
+from mcp_classifier.classify.results import ClassificationResult
 from mcp_classifier.embedder.replica_targets import grpc_targets, serve_api_target_source
 from tests.support.fake_backend import FakeBackend
 

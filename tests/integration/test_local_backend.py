@@ -12,7 +12,7 @@ import pytest
 from mcp_classifier.backend.base import BackendOverloaded
 from mcp_classifier.backend.local import LocalBatchingBackend
 from mcp_classifier.backend.model_worker import ThreadModelWorker
-from mcp_classifier.core.classifier import Classifier
+from mcp_classifier.classify.classifier import Classifier
 from mcp_classifier.settings import Settings
 from mcp_classifier.wiring import build_classifier
 

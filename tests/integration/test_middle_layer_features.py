@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mcp_classifier.core.encoder import MiddleLayer, TextEncoder
+from mcp_classifier.engine.encoder import MiddleLayer, TextEncoder
 from mcp_classifier.settings import Settings
 from mcp_classifier.wiring import build_classifier
 from tests.integration.test_batch_plan import MIXED_TEXTS, reference_vectors

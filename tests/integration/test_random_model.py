@@ -8,7 +8,7 @@ import logging
 import numpy as np
 import pytest
 
-from mcp_classifier.core.encoder import TextEncoder
+from mcp_classifier.engine.encoder import TextEncoder
 
 pytestmark = pytest.mark.slow
 

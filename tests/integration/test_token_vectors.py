@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from mcp_classifier.core.categories import load_categories
-from mcp_classifier.core.classifier import Classifier
-from mcp_classifier.core.encoder import TextEncoder
+from mcp_classifier.classify.categories import load_categories
+from mcp_classifier.classify.classifier import Classifier
+from mcp_classifier.engine.encoder import TextEncoder
 from tests.integration.test_batch_plan import MIXED_TEXTS
 from tests.support.tiny_models import build_tiny_qwen3
 

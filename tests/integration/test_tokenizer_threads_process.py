@@ -24,7 +24,7 @@ categories:
 CHILD = """
 import os, sys
 from mcp_classifier.settings import Settings
-from mcp_classifier.core.build import build_classifier
+from mcp_classifier.classify.build import build_classifier
 settings = Settings(
     model="builtin:minilm", torch_threads=int(sys.argv[1]), tokenizer_threads=int(sys.argv[2]), categories_file=sys.argv[3],
     forward_overhead_tokens=60.0, token_matching="off", lexical_scoring="off",

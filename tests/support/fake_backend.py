@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 
 from mcp_classifier.backend.base import BackendError, EmbeddingKind
-from mcp_classifier.core.categories import CategoryConfig, load_categories
-from mcp_classifier.core.results import ClassificationResult, ClassifierInfo
-from mcp_classifier.core.routing import RoutingPolicy
+from mcp_classifier.classify.categories import CategoryConfig, load_categories
+from mcp_classifier.classify.results import ClassificationResult, ClassifierInfo
+from mcp_classifier.classify.routing import RoutingPolicy
 
 TOP_PROBABILITY = 0.6  # the fake's confidence: well clear of the policy's low-confidence rule
 EMBEDDING_DIMENSIONS = 256  # the fake's bag-of-words vectors: texts sharing words are similar

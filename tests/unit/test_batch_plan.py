@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from mcp_classifier.core.batch_plan import plan_sub_batches
+from mcp_classifier.engine.batch_plan import plan_sub_batches
 
 
 def cost(lengths: list[int], groups: list[slice], overhead: float) -> float:

@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry
 
 from mcp_classifier.cache import CachingBackend, Versions, cache_key, normalise_text
 from mcp_classifier.cache.metrics import RedisMetrics
-from mcp_classifier.core.results import ClassificationResult, ClassifierInfo
+from mcp_classifier.classify.results import ClassificationResult, ClassifierInfo
 
 
 def test_normalisation_folds_width_case_and_whitespace() -> None:
@@ -48,7 +48,7 @@ class _GatedBackend:
         return True
 
     async def info(self) -> ClassifierInfo:
-        from mcp_classifier.core.categories import load_categories
+        from mcp_classifier.classify.categories import load_categories
 
         config = load_categories()
         return ClassifierInfo(

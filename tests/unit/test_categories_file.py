@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mcp_classifier.core.categories import CategoryFileError, load_categories
+from mcp_classifier.classify.categories import CategoryFileError, load_categories
 
 DEFAULT_ORDER = ["math", "science", "technology", "history", "general"]
 

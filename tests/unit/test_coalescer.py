@@ -14,7 +14,7 @@ import pytest
 
 from mcp_classifier.backend.base import BackendUnavailable
 from mcp_classifier.backend.coalescer import RequestCoalescer
-from mcp_classifier.core.results import ClassificationResult
+from mcp_classifier.classify.results import ClassificationResult
 
 
 def _result(text: str) -> ClassificationResult:

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from transformers import BertConfig, BertModel, Qwen3Model
 
-from mcp_classifier.core.compiled_layers import compile_layers, repeated_blocks, uncompile_layers
+from mcp_classifier.engine.accel.compiled_layers import compile_layers, repeated_blocks, uncompile_layers
 from tests.support.compile_backends import CountingBackend
 from tests.support.tiny_models import tiny_qwen3_model
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from mcp_classifier.core.cpu_features import amx_bf16_available, cpu_flags
+from mcp_classifier.engine.cpu_features import amx_bf16_available, cpu_flags
 
 SAPPHIRE_RAPIDS = """processor\t: 0
 vendor_id\t: GenuineIntel

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from mcp_classifier.core.cuda_graphs import GraphedForward, Replay, RunModel, bucket_inputs, row_bucket, width_bucket
+from mcp_classifier.engine.accel.cuda_graphs import GraphedForward, Replay, RunModel, bucket_inputs, row_bucket, width_bucket
 
 
 def test_rows_round_to_powers_of_two_and_widths_to_16_then_64() -> None:
@@ -111,7 +111,7 @@ def test_graphs_warmed_outside_inference_mode_keep_no_autograd_history_with_mock
     """A graph's output lives as long as the graph; with autograd history it would keep every layer's activations too.
 
     On an H200 that was 25.6 GB for one bucket of 256 rows x 64 tokens of Qwen3-Embedding-0.6B
-    (docs/loadtest/gpu-h200/capture-memory.log). Here a trainable layer stands in for the model.
+    (docs/decisions/0017-cuda-graphs.md). Here a trainable layer stands in for the model.
     """
     layer = torch.nn.Linear(2, 4)
     assert layer.weight.requires_grad

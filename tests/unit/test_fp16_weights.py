@@ -7,7 +7,7 @@ import torch
 from torch import nn
 from torch.nn import functional
 
-from mcp_classifier.core.fp16_weights import drop_fp16_weights, fp16_weights_available, use_fp16_weights
+from mcp_classifier.engine.accel.fp16_weights import drop_fp16_weights, fp16_weights_available, use_fp16_weights
 
 pytestmark = pytest.mark.skipif(not fp16_weights_available(), reason="this torch build has no fbgemm fp16 GEMM on this CPU")
 

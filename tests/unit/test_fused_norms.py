@@ -8,7 +8,7 @@ from torch import nn
 from torch.profiler import profile
 from transformers.models.qwen3.modeling_qwen3 import Qwen3RMSNorm
 
-from mcp_classifier.core.fused_norms import fuse_rms_norms, unfuse_rms_norms
+from mcp_classifier.engine.accel.fused_norms import fuse_rms_norms, unfuse_rms_norms
 
 
 class GemmaStyleRMSNorm(nn.Module):

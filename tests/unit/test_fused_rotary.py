@@ -13,7 +13,7 @@ import torch
 from transformers import BertConfig, BertModel, Qwen3Model
 from transformers.models.qwen3 import modeling_qwen3
 
-from mcp_classifier.core.fused_rotary import ROTARY_FUNCTION, CompiledRotary, fuse_rotary, unfuse_rotary
+from mcp_classifier.engine.accel.fused_rotary import ROTARY_FUNCTION, CompiledRotary, fuse_rotary, unfuse_rotary
 from tests.support.compile_backends import CountingBackend
 from tests.support.tiny_models import tiny_qwen3_model
 

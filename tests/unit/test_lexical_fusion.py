@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mcp_classifier.core.fusion import fit_category_scorer
-from mcp_classifier.core.lexical import CategoryLexicon, words, zscores
+from mcp_classifier.classify.fusion import fit_category_scorer
+from mcp_classifier.classify.lexical import CategoryLexicon, words, zscores
 
 CATEGORY_TEXTS = ["billing invoices charges", "shipping parcels couriers", "returns refunds exchanges"]
 JARGON = [["vat", "iban", "swift", "ledger", "invoice", "surcharge"], ["dhl", "ups", "fedex", "tracking", "customs", "pallet"],

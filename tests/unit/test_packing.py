@@ -6,8 +6,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcp_classifier.core.batch_plan import plan_cost, plan_sub_batches
-from mcp_classifier.core.packing import attention_mask, pack, pack_rows, packed_cost, pool_packed, split_calls
+from mcp_classifier.engine.batch_plan import plan_cost, plan_sub_batches
+from mcp_classifier.engine.packing import attention_mask, pack, pack_rows, packed_cost, pool_packed, split_calls
 
 lengths_lists = st.lists(st.integers(min_value=1, max_value=40), min_size=1, max_size=40)
 

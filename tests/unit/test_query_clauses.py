@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mcp_classifier.protocol.query_clauses import MAX_CLAUSES, request_clauses
-from mcp_classifier.protocol.tool_ranking import interleave
+from mcp_classifier.toolfilter.query_clauses import MAX_CLAUSES, request_clauses
+from mcp_classifier.toolfilter.tool_ranking import interleave
 
 
 @pytest.mark.parametrize(
@@ -39,6 +39,6 @@ def test_a_long_chain_of_asks_is_capped() -> None:
 
 def test_interleave_keeps_the_wholes_first_two_then_takes_turns_and_keeps_each_item_once() -> None:
     assert interleave([[1, 2, 3, 4], [3, 5, 1], [6]]) == [1, 2, 3, 6, 5, 4]
-    assert interleave([[1, 2, 3, 4], [3, 5, 1], [6]], lead=1) == [1, 3, 6, 2, 5, 4]  # the rule before session 13
+    assert interleave([[1, 2, 3, 4], [3, 5, 1], [6]], lead=1) == [1, 3, 6, 2, 5, 4]  # the earlier rule
     assert interleave([[2, 0, 1]]) == [2, 0, 1]
     assert interleave([]) == []

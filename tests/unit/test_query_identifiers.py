@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mcp_classifier.protocol.query_identifiers import identifier_words, keyword_query
+from mcp_classifier.toolfilter.query_identifiers import identifier_words, keyword_query
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import AutoModel
 
-from mcp_classifier.core.random_models import random_model_config
+from mcp_classifier.engine.random_models import random_model_config
 
 
 def test_random_qwen3_embedding_has_the_published_parameter_count() -> None:

@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 
-from mcp_classifier.core.categories import CategoryConfig
-from mcp_classifier.core.routing import RoutingPolicy
-from mcp_classifier.core.scoring import entropy_nats, fit_temperature, softmax
+from mcp_classifier.classify.categories import CategoryConfig
+from mcp_classifier.classify.routing import RoutingPolicy
+from mcp_classifier.classify.scoring import entropy_nats, fit_temperature, softmax
 
 
 def test_fit_temperature_recovers_the_temperature_that_generated_the_labels() -> None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mcp_classifier.core.fusion import fit_category_scorer
-from mcp_classifier.core.token_match import CategoryTokens
+from mcp_classifier.classify.fusion import fit_category_scorer
+from mcp_classifier.classify.token_match import CategoryTokens
 
 DIMENSIONS = 24
 CATEGORY_TEXTS = ["billing", "shipping", "returns"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mcp_classifier.core.tokenizer_threads import (
+from mcp_classifier.engine.tokenizer_threads import (
     AUTO,
     PARALLELISM_ENV,
     POOL_SIZE_ENV,

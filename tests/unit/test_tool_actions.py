@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from mcp_classifier.protocol.tool_actions import ACTION_WORDS, action_words, name_words
-from mcp_classifier.protocol.tool_ranking import tool_texts
+from mcp_classifier.toolfilter.tool_actions import ACTION_WORDS, action_words, name_words
+from mcp_classifier.toolfilter.tool_ranking import tool_texts
 
 
 def test_names_split_in_every_style_tool_servers_use() -> None:

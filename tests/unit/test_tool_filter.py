@@ -12,9 +12,9 @@ from rank_bm25 import BM25Okapi
 
 from mcp_classifier.backend.base import BackendUnavailable
 from mcp_classifier.cache.embeddings import ToolEmbeddings
-from mcp_classifier.protocol.tool_filter import default_threshold_for
-from mcp_classifier.protocol.tool_ranking import tool_summary, tool_text
 from mcp_classifier.settings import Settings
+from mcp_classifier.toolfilter.tool_filter import default_threshold_for
+from mcp_classifier.toolfilter.tool_ranking import tool_summary, tool_text
 from mcp_classifier.transports.http import create_app
 from mcp_classifier.wiring import build_dispatcher, build_tool_filter
 from tests.support import DEFAULT_MAX_BODY_BYTES

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..core.categories import CategoryConfig
-from ..core.results import ClassificationResult, ClassifierInfo
+from ..classify.categories import CategoryConfig
+from ..classify.results import ClassificationResult, ClassifierInfo
 from .v1 import classifier_pb2 as pb
 
 

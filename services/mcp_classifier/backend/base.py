@@ -7,7 +7,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..core.results import ClassificationResult, ClassifierInfo
+from ..classify.results import ClassificationResult, ClassifierInfo
 
 EmbeddingKind = Literal["query", "document"]
 

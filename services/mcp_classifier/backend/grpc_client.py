@@ -23,7 +23,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, stop
 
 from ..api.convert import info_from_proto, results_from_proto, vectors_from_bytes
 from ..api.v1 import classifier_pb2 as pb
-from ..core.results import ClassificationResult, ClassifierInfo
+from ..classify.results import ClassificationResult, ClassifierInfo
 from .base import BackendError, BackendOverloaded, BackendTimeout, BackendUnavailable, EmbeddingKind
 from .coalescer import RequestCoalescer
 from .replica_pool import Replica, ReplicaPool

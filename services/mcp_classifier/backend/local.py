@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from opentelemetry import context as otel_context
 
-from ..core.results import ClassificationResult, ClassifierInfo
+from ..classify.results import ClassificationResult, ClassifierInfo
 from .base import BackendTimeout, BackendUnavailable, EmbeddingKind
 from .coalescer import RequestCoalescer
 from .model_worker import ModelWorker

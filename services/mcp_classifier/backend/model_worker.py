@@ -11,8 +11,8 @@ from typing import Protocol
 
 import numpy as np
 
-from ..core.classifier import Classifier
-from ..core.results import ClassificationResult, ClassifierInfo
+from ..classify.classifier import Classifier
+from ..classify.results import ClassificationResult, ClassifierInfo
 
 
 class ModelWorker(Protocol):
@@ -69,7 +69,7 @@ _child_classifier: Classifier | None = None
 
 def _child_init(settings_json: str) -> None:
     global _child_classifier
-    from ..core.build import build_classifier
+    from ..classify.build import build_classifier
     from ..settings import Settings
 
     _child_classifier = build_classifier(Settings.model_validate_json(settings_json))

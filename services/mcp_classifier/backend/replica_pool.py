@@ -3,20 +3,20 @@
 gRPC Python's own balancing policies do not look at load. With ``round_robin`` over the replicas,
 calls are handed out in turn, so when the gateway keeps two batches in flight over two replicas, a
 batch that finishes early puts the next one on the replica still busy with the slow one while the
-other idles; the imbalance then persists. Measured on 2 cores (docs/loadtest/paths.md): one replica
+other idles; the imbalance then persists. Measured on 2 cores (docs/decisions/0005-replica-routing-least-busy.md): one replica
 at 34-46% CPU and the other at 89-92%, and 20-30% fewer requests served at 32 and 64 clients.
 grpc-python has no least-request policy outside xDS, so the choice is made here: the replica with
 the fewest calls in flight, skipping those whose connection has failed. Among equals, the replica
 picked last, if it is one of them (else turns): at light load the calls keep going to one replica,
 whose model runs warm. Handed out in turn, each replica ran its forward after twice the idle gap,
-and a lone request on the Ray path took 14.3-15.6 ms against 11.5-13.2 (docs/loadtest/paths.md).
+and a lone request on the Ray path took 14.3-15.6 ms against 11.5-13.2 (docs/decisions/0005-replica-routing-least-busy.md).
 Under load nothing changes: a replica that frees up is the least busy and takes the next call.
 
 A call made while no call is in flight anywhere is *lone*: the gateway tells its replica so, and a replica
 sharing its node's cores with the others may run that forward on all of them (the others are idle; a
 one-thread forward of one text took 1.5x as long as a two-thread one on 2 cores). While a lone call is in
 flight, the next calls queue behind it on the same replica instead of starting a forward beside it: two
-forwards on more threads than cores wait on each other at every OpenMP barrier (docs/loadtest/paths.md). Where a
+forwards on more threads than cores wait on each other at every OpenMP barrier (docs/decisions/0010-lone-calls-borrow-idle-cores.md). Where a
 second thread does not speed one text up, that queueing only costs: each replica reports the gain it measured
 at its start (embedder/lone_calls.py), and the gateway lets only those that gain enough borrow (grpc_client).
 """

@@ -28,7 +28,7 @@ import numpy as np
 import orjson
 
 from ..backend.base import ClassificationBackend, EmbeddingKind
-from ..core.results import ClassificationResult, ClassifierInfo
+from ..classify.results import ClassificationResult, ClassifierInfo
 from .keys import KEY_PREFIX, KeyBuilder, Versions
 from .metrics import RedisMetrics
 from .redis_link import RedisLink

@@ -8,7 +8,7 @@ import logging
 import threading
 from pathlib import Path
 
-from ..core.file_watch import watch_file_in_thread
+from ..util.file_watch import watch_file_in_thread
 
 log = logging.getLogger(__name__)
 

@@ -4,8 +4,7 @@ On the embedded 2-core node, two replicas of one CPU each are moved between the 
 the gateway and Ray's own processes come and go, and each move leaves the forward's caches behind.
 Pinned, each replica's process (its forward thread and Serve's request path beside it) stays on its own
 core. On the 2-core node, in four alternating server starts each, pinned served 1.22 times as many
-requests at 8 clients and 1.13 times at 32, with a lone request's p50 3 ms lower (docs/loadtest/paths.md,
-session 34).
+requests at 8 clients and 1.13 times at 32, with a lone request's p50 3 ms lower (docs/decisions/0011-replica-cpu-pinning.md).
 
 Pinning is only safe where the cores are the node's: a pod whose cpuset is exactly what Ray was given
 (Kubernetes' static CPU manager), or the node the gateway started itself. A pod that sees all of a

@@ -24,13 +24,13 @@ from ray.serve.metrics import Histogram
 from .. import __version__
 from ..api.convert import info_to_proto, results_to_proto, vectors_to_bytes
 from ..api.v1 import classifier_pb2 as pb
-from ..core.build import build_classifier
-from ..core.classifier import ClassificationResult, Classifier
-from ..core.encoder import pick_device
-from ..core.file_watch import watch_file_in_thread
-from ..core.tokenizer_threads import tokenizer_threads_in_effect
+from ..classify.build import build_classifier
+from ..classify.classifier import ClassificationResult, Classifier
+from ..engine.encoder import pick_device
+from ..engine.tokenizer_threads import tokenizer_threads_in_effect
 from ..settings import Settings
 from ..telemetry import setup_tracing
+from ..util.file_watch import watch_file_in_thread
 from .cpu_pinning import choose_replica_cores, pin_process, thread_widened
 from .lone_calls import LoneCallProbe, measure_lone_call_gain
 from .serve_config import DEPLOYMENT_NAME, deployment_options, replica_settings

@@ -13,7 +13,7 @@ from typing import Literal, Protocol
 
 import numpy as np
 
-from ..core.results import ClassificationResult, ClassifierInfo
+from ..classify.results import ClassificationResult, ClassifierInfo
 from ..settings import Settings
 
 

@@ -4,7 +4,7 @@ A lone call (nothing else in flight at the gateway) may run its forward on every
 (``ClassifyRequest.lone_call_threads``), and the calls made meanwhile queue behind it. That pays where a
 second thread speeds one text up: on a Xeon host one text took 10.6 ms on two threads against 15.1 on
 one. On a 2-core AMD EPYC host one text took the same on either, and the queueing served about a
-tenth fewer requests at 2-8 clients (docs/loadtest/paths.md, session 32). So each replica times one text
+tenth fewer requests at 2-8 clients (docs/decisions/0010-lone-calls-borrow-idle-cores.md). So each replica times one text
 both ways and reports the ratio in every ``ClassifyResponse``; the gateway offers the cores only to
 replicas whose ratio reaches its ``lone_call_min_gain``.
 

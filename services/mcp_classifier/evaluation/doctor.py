@@ -22,11 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from ..core.categories import CategoryConfig
-from ..core.fusion import LexicalMode, fit_category_scorer
-from ..core.index import category_texts
-from ..core.scorers import ScoringMethod, centroids, stratified_folds
-from ..core.token_match import CategoryTokens, TokenSet
+from ..classify.categories import CategoryConfig
+from ..classify.fusion import LexicalMode, fit_category_scorer
+from ..classify.index import category_texts
+from ..classify.scorers import ScoringMethod, centroids, stratified_folds
+from ..classify.token_match import CategoryTokens, TokenSet
 from .metrics import calibrated_ece, expected_calibration_error
 
 MIN_FOLDS, MAX_FOLDS = 2, 5

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 from tqdm import tqdm
 
-from ..core.results import ClassificationResult
+from ..classify.results import ClassificationResult
 from .metrics import Prediction
 
 REMOTE_CONCURRENCY = 8  # a handful of requests in flight: fast, yet gentle on a production server

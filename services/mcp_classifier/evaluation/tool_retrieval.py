@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from ..protocol.query_clauses import request_clauses
-from ..protocol.query_identifiers import identifier_words, keyword_query
-from ..protocol.tool_ranking import LexicalIndexes, fuse, hybrid_order, tool_fields, tool_texts
 from ..protocol.tools import ToolError
+from ..toolfilter.query_clauses import request_clauses
+from ..toolfilter.query_identifiers import identifier_words, keyword_query
+from ..toolfilter.tool_ranking import LexicalIndexes, fuse, hybrid_order, tool_fields, tool_texts
 from .dataset import DatasetError
 
 CUTOFFS = (1, 5, 10)

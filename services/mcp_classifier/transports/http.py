@@ -22,10 +22,10 @@ from ..protocol.dispatcher import McpDispatcher
 from ..protocol.errors import ErrorKind, rule_of, settle
 from ..protocol.jsonrpc import INVALID_PARAMS, INVALID_REQUEST, JsonRpcError
 from ..protocol.stateless import RoutingHeaders, is_stateless_request
-from ..protocol.tool_filter import ToolFilter, filter_arguments
 from ..protocol.tools import ToolError
 from ..settings import Settings
 from ..telemetry import GatewayMetrics
+from ..toolfilter.tool_filter import ToolFilter, filter_arguments
 from . import openapi
 from .bodies import BodyTooLarge, body_too_large, json_response, read_body, read_json
 from .correlated import CorrelationMiddleware

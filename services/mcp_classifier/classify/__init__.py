@@ -1,0 +1,1 @@
+"""Classification logic: categories, the category index, scoring, routing policy and results. No web imports."""

@@ -1,0 +1,80 @@
+"""Settings -> a loaded Classifier, and how many torch threads each model call gets.
+
+Pure model code (torch, numpy): imported wherever a model lives (the in-process backend, its model
+processes, the Ray replicas, eval), never by the web layers.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from ..settings import Settings
+
+log = logging.getLogger(__name__)
+
+if TYPE_CHECKING:  # torch is imported only when a model is built: the gateway image has none
+    from .classifier import Classifier
+
+
+def build_classifier(settings: Settings) -> Classifier:
+    """Load the model and build the category index (slow: seconds). Runs wherever the model lives."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    from ..engine.encoder import TextEncoder, pick_device
+    from ..engine.tokenizer_threads import apply_tokenizer_threads
+    from .categories import load_categories
+    from .classifier import Classifier
+
+    if settings.torch_threads:
+        torch.set_num_threads(settings.torch_threads)
+    # Before the model loads: loading tokenises, and the tokenizer's pool keeps the size it starts with.
+    tokenizer_threads = apply_tokenizer_threads(
+        settings.tokenizer_threads, on_gpu=pick_device(settings.device).type == "cuda", model_cpus=torch.get_num_threads()
+    )
+    log.info("tokenising on %s", f"{tokenizer_threads} thread(s)" if tokenizer_threads else "a pool over every CPU")
+    # numpy's BLAS (OpenBLAS) keeps a thread per core that busy-waits for ~0.1 s after every
+    # matmul. The scoring matmuls are tiny, and that spinning thread took most of a core from the
+    # model on a 2-core box (32 clients: 236 -> 342 req/s). One BLAS thread, process-wide.
+    threadpool_limits(limits=1, user_api="blas")
+    config = load_categories(settings.categories_file)
+    encoder = TextEncoder(
+        settings.model,
+        device=settings.device,
+        dtype=settings.dtype,
+        pooling=settings.pooling,
+        query_instruction=settings.query_instruction,
+        instruction=config.instruction,
+        max_seq_length=settings.max_seq_length,
+        batch_size=settings.batch_size,
+        forward_overhead_tokens=settings.forward_overhead_tokens,
+        pack_width=settings.pack_width_tokens,
+        middle_layer=settings.middle_layer_features,
+        cuda_graphs=settings.cuda_graphs,
+        fused_norms=settings.fused_norms,
+        fused_rotary=settings.fused_rotary,
+        compiled_layers=settings.compiled_layers,
+        fp16_weights_max_tokens=settings.fp16_weights_max_tokens,
+    )
+    return Classifier(encoder, config, settings.scoring_method, settings.lexical_scoring, settings.token_matching)
+
+
+def model_calls_in_flight(settings: Settings) -> int:
+    """Batches the in-process backend runs at once: one per model process, else per model thread."""
+    return settings.model_processes or settings.model_threads
+
+
+def fill_local_threading(settings: Settings) -> Settings:
+    """Resolve torch_threads left on auto (0) for the in-process backend.
+
+    One model call in flight keeps torch's own default (physical cores, or OMP_NUM_THREADS).
+    Several share that budget out, so concurrent calls never oversubscribe the cores: their
+    OpenMP threads would wait on each other at every barrier.
+    """
+    in_flight = model_calls_in_flight(settings)
+    if settings.torch_threads or in_flight == 1:
+        return settings
+    import torch
+
+    return settings.model_copy(update={"torch_threads": max(1, torch.get_num_threads() // in_flight)})

@@ -1,0 +1,135 @@
+"""Texts -> full classification results: encoder + category index + routing policy."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ..engine.encoder import TextEncoder
+from .categories import CategoryConfig, CategoryFileError, load_categories
+from .fusion import LexicalMode, TokenMatching
+from .index import CategoryIndex
+from .results import ClassificationResult, ClassifierInfo
+from .routing import RoutingPolicy
+from .scorers import ScoringMethod
+from .scoring import entropy_nats
+
+log = logging.getLogger(__name__)
+
+
+class Classifier:
+    """Synchronous and CPU/GPU-bound: callers run it off the event loop (worker thread or replica)."""
+
+    def __init__(
+        self,
+        encoder: TextEncoder,
+        config: CategoryConfig,
+        scoring_method: ScoringMethod = "auto",
+        lexical: LexicalMode = "auto",
+        token_matching: TokenMatching = "off",
+    ) -> None:
+        self.encoder = encoder
+        self.scoring_method: ScoringMethod = scoring_method
+        self.lexical: LexicalMode = lexical
+        self.token_matching: TokenMatching = token_matching
+        self.reload_error: str | None = None
+        self._install(config)
+
+    def _install(self, config: CategoryConfig) -> None:
+        index = CategoryIndex.build(
+            config, encoder=self.encoder, method=self.scoring_method, lexical=self.lexical, token_matching=self.token_matching
+        )
+        # The versions hash the whole file: worked out once here, not on every info read (each Classify RPC).
+        versions = (config.category_set_version, config.policy_version)
+        # One assignment swaps everything together, so a concurrent batch sees old or new, never a mix.
+        self._state = (config, index, RoutingPolicy(config), versions)
+        log.info(
+            "category index built: %d categories, %d vectors, scoring %s (asked: %s), temperature %.4f, held-out accuracy %.3f",
+            len(config.categories),
+            index.size,
+            index.scorer.method,
+            self.scoring_method,
+            index.calibration.temperature,
+            index.calibration.loo_accuracy,
+        )
+
+    def reload_from(self, path: Path | str) -> bool:
+        """Hot reload: apply the file if it is valid and differs; a bad file keeps the old one in place.
+
+        Returns True when a new category set or policy went live.
+        """
+        try:
+            config = load_categories(path)
+        except CategoryFileError as exc:
+            self.reload_error = str(exc)
+            log.error("categories reload refused, keeping version %s: %s", self.versions[0], exc)
+            return False
+        if (config.category_set_version, config.policy_version) == self.versions:
+            self.reload_error = None
+            return False
+        self._install(config)
+        self.reload_error = None  # cleared only once the new version is live
+        log.info("categories reloaded from %s: version %s, %d categories", path, self.versions[0], len(config.categories))
+        return True
+
+    @property
+    def versions(self) -> tuple[str, str]:
+        """(category_set_version, policy_version) of the live categories."""
+        return self._state[3]
+
+    @property
+    def info(self) -> ClassifierInfo:
+        config, index, _, (category_set_version, policy_version) = self._state
+        enc = self.encoder.info
+        return ClassifierInfo(
+            model_id=enc.model_id,
+            device=enc.device,
+            dtype=enc.dtype,
+            pooling=enc.pooling,
+            categories=config,
+            category_set_version=category_set_version,
+            policy_version=policy_version,
+            index_size=index.size,
+            temperature=index.calibration.temperature,
+            loo_accuracy=index.calibration.loo_accuracy,
+            reload_error=self.reload_error,
+            scoring=index.scorer.method,
+        )
+
+    def embed(self, texts: Sequence[str], kind: str) -> np.ndarray:
+        """Unit vectors for the tool filter: queries with the instruction, documents without."""
+        if not texts:
+            return np.zeros((0, self.encoder.dimensions), dtype=np.float32)
+        features = self.encoder.encode_queries(texts) if kind == "query" else self.encoder.encode_documents(texts)
+        return np.asarray(self.encoder.embedding_part(features), dtype=np.float32)
+
+    def classify(self, texts: Sequence[str]) -> list[ClassificationResult]:
+        config, index, policy, _ = self._state
+        if not texts:
+            return []
+        if index.uses_tokens:  # token vectors from the same forward as the pooled ones
+            vectors, tokens = self.encoder.encode_with_tokens(texts, query=True)
+            probs = index.probabilities(vectors, list(texts), tokens)
+        else:
+            probs = index.probabilities(self.encoder.encode_queries(texts), list(texts))
+        entropies = entropy_nats(probs)
+        results = []
+        for text, row, ent in zip(texts, probs, entropies):
+            cls = int(np.argmax(row))
+            confidence = float(row[cls])
+            decision = policy.decide(cls, confidence, text)
+            results.append(
+                ClassificationResult(
+                    class_index=cls,
+                    category=config.categories[cls].name,
+                    confidence=confidence,
+                    model=decision.model,
+                    use_reasoning=decision.use_reasoning,
+                    probabilities=tuple(float(p) for p in row),
+                    entropy=float(ent),
+                )
+            )
+        return results

@@ -1,1 +1,0 @@
-"""Classifier core: model loading, pooling, category index, scoring, routing policy. No web imports."""

@@ -1,0 +1,1 @@
+"""The model runtime: loading, tokenise -> forward -> pool, batching. Nothing outside it knows a speed-up exists."""

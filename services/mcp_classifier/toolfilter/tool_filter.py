@@ -1,0 +1,226 @@
+"""The semantic tool filter: rank a caller's MCP or OpenAI tools against a query, keep the top ones.
+
+A tool's name and description are embedded as a document, the query as a query (with the model's
+instruction); the order is the cosine order, or by default the hybrid one that also weighs BM25
+over the full text with the parameters (tool_ranking.py says why), and ranks the parts of a request
+that asks for several things beside it (query_clauses.py). The threshold is on the cosine similarity,
+the score every answer carries: a tool's best over the request and its parts. Whatever goes wrong (the backend is down, a timeout),
+the filter fails open: every tool comes back, flagged `filtered: false` with the reason, so a
+router never loses its tools.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..protocol.tools import Tool, ToolError, ToolRegistry
+from .query_clauses import request_clauses
+from .query_identifiers import keyword_query
+from .tool_ranking import LexicalIndexes, ToolRanking, hybrid_order, tool_fields, tool_texts
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TOP_K = 10
+DEFAULT_THRESHOLD = 0.3  # LiteLLM's similarity_threshold, on the cosine scale of larger embedding models
+# A model's cosines between a request and the tool it needs run on its own scale, so a threshold that
+# suits one model cuts another's relevant tools. Measured with eval-tools on the project's tool sets
+# (docs/decisions/0031-tool-threshold-default.md): MiniLM gives 29-33% of the needed tools a cosine under 0.3, so at 0.3 a caller
+# with the defaults got recall 0.68-0.72 and no tool at all for 17% of requests. 0.1 is the 5th
+# percentile of those cosines on the first set; it leaves recall within 0.01 of no threshold.
+MEASURED_DEFAULT_THRESHOLDS = {"builtin:minilm": 0.1}
+
+
+def default_threshold_for(model: str) -> float:
+    """The threshold a caller gets when they give none: measured for the model where we could, else LiteLLM's."""
+    return MEASURED_DEFAULT_THRESHOLDS.get(model, DEFAULT_THRESHOLD)
+
+
+class Embeddings(Protocol):
+    """Cached tool vectors and fresh query vectors (cache.embeddings.ToolEmbeddings in the service)."""
+
+    async def documents(self, texts: Sequence[str]) -> np.ndarray: ...
+    async def query(self, text: str) -> np.ndarray: ...
+    async def queries(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class Selection:
+    indices: list[int]  # into the caller's tool list, best first
+    scores: list[float]  # cosine similarity of each selected tool
+    total: int
+    filtered: bool
+    reason: str | None = None
+
+
+def tool_name(tool: dict[str, Any]) -> str:
+    return str(tool_fields(tool).get("name") or "")
+
+
+@dataclass(frozen=True)
+class FilterArguments:
+    query: str
+    top_k: int
+    threshold: float
+
+
+def filter_arguments(arguments: dict[str, Any], default_threshold: float = DEFAULT_THRESHOLD) -> FilterArguments:
+    """The query, top_k and threshold of select_tools and of POST /v1/tools/filter, checked alike at both doors.
+
+    Integers as JSON Schema counts them (5.0 is 5); booleans are not numbers. ToolError names the problem.
+    """
+    top_k = arguments.get("top_k", DEFAULT_TOP_K)
+    if isinstance(top_k, float) and top_k.is_integer():
+        top_k = int(top_k)
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ToolError("top_k must be an integer of at least 1")
+    threshold = arguments.get("threshold")
+    if threshold is None:
+        threshold = default_threshold
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not -1 <= threshold <= 1:
+        raise ToolError("threshold must be a number from -1 to 1 (a cosine similarity)")
+    return FilterArguments(query_from(arguments), top_k, float(threshold))
+
+
+def query_from(arguments: dict[str, Any]) -> str:
+    """`query`, else the last user message of `messages` (OpenAI or MCP shapes, text parts joined)."""
+    query, messages = arguments.get("query"), arguments.get("messages")
+    if query is not None and not isinstance(query, str):
+        raise ToolError("`query` must be a string")
+    if messages is not None and not isinstance(messages, list):
+        raise ToolError("`messages` must be a list of messages")
+    if query and query.strip():
+        return query
+    if messages:
+        for message in reversed(messages):
+            if isinstance(message, dict) and message.get("role") == "user":
+                text = _content_text(message.get("content"))
+                if text.strip():
+                    return text
+    raise ToolError("give a non-empty `query`, or `messages` with a user message that has text")
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, dict):  # MCP: {"type": "text", "text": ...}
+        content = [content]
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") in ("text", "input_text"))
+    return ""
+
+
+class ToolFilter:
+    def __init__(
+        self,
+        embeddings: Embeddings,
+        *,
+        max_text_length: int,
+        max_tools: int,
+        ranking: ToolRanking = "hybrid",
+        lexical_weight: float = 0.3,
+        lexical_indexes: int = 64,
+        default_threshold: float = DEFAULT_THRESHOLD,
+        query_clauses: bool = True,
+    ) -> None:
+        self.embeddings = embeddings
+        self.max_text_length = max_text_length
+        self.max_tools = max_tools
+        self.ranking = ranking
+        self.lexical_weight = lexical_weight
+        self.lexical = LexicalIndexes(lexical_indexes)
+        self.default_threshold = default_threshold
+        self.query_clauses = query_clauses
+
+    async def select(self, query: str, tools: Sequence[dict[str, Any]], top_k: int, threshold: float) -> Selection:
+        """Raises ToolError for bad input; fails open (all tools, filtered False) on anything else."""
+        if len(tools) > self.max_tools:
+            raise ToolError(f"{len(tools)} tools: at most {self.max_tools} per call")
+        texts = [tool_texts(tool, self.max_text_length) for tool in tools]  # ToolError on a malformed tool
+        if not tools:
+            return Selection([], [], 0, True)
+        hybrid = self.ranking == "hybrid"
+        request = query[: self.max_text_length]
+        parts = [request, *request_clauses(request)] if hybrid and self.query_clauses else [request]
+        try:
+            documents = await self.embeddings.documents([summary for summary, _ in texts])
+            query_vectors = await self.embeddings.queries(parts)
+        except Exception as exc:  # noqa: BLE001 - fail open on any failure: the router keeps every tool
+            log.warning("tool filter failed open for %d tools: %s", len(tools), exc)
+            return Selection(list(range(len(tools))), [], len(tools), False, f"{type(exc).__name__}: {exc}")
+        cosines = query_vectors @ documents.T  # rows: the request, then its parts
+        if hybrid:
+            lexical = np.vstack([self.lexical.scores([full for _, full in texts], keyword_query(part)) for part in parts])
+            order = hybrid_order(cosines, lexical, self.lexical_weight)
+        else:
+            order = sorted(range(len(tools)), key=lambda i: (-float(cosines[0, i]), i))  # stable on ties
+        scores = cosines.max(axis=0)  # a tool's cosine to the request, or to the part of it that it serves
+        kept = [i for i in order if scores[i] >= threshold][:top_k]
+        return Selection(kept, [float(scores[i]) for i in kept], len(tools), True)
+
+
+def select_tools_schema(max_tools: int, default_threshold: float = DEFAULT_THRESHOLD) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "The user's request."},
+            "messages": {"type": "array", "description": "A chat (OpenAI or MCP messages); the last user message is the query."},
+            "tools": {
+                "type": "array",
+                "maxItems": max_tools,
+                "description": "MCP tools ({name, description, inputSchema}) or OpenAI tools ({type: function, function: {...}}).",
+            },
+            "top_k": {"type": "integer", "minimum": 1, "default": DEFAULT_TOP_K},
+            "threshold": {"type": "number", "minimum": -1, "maximum": 1, "default": default_threshold},
+        },
+        "required": ["tools"],
+        "additionalProperties": False,
+    }
+
+
+def register_tool_filter(registry: ToolRegistry, tool_filter: ToolFilter) -> None:
+    async def select_tools(arguments: dict[str, Any]) -> dict[str, Any]:
+        tools, asked = arguments["tools"], filter_arguments(arguments, tool_filter.default_threshold)
+        selection = await tool_filter.select(asked.query, tools, asked.top_k, asked.threshold)
+        out: dict[str, Any] = {
+            "tools": [{"name": tool_name(tools[i]), "score": s} for i, s in zip(selection.indices, selection.scores)]
+            if selection.filtered
+            else [{"name": tool_name(t)} for t in tools],
+            "filtered": selection.filtered,
+            "total": selection.total,
+            "kept": len(selection.indices),
+        }
+        if selection.reason:
+            out["reason"] = selection.reason
+        return out
+
+    registry.register(
+        Tool(
+            name="select_tools",
+            title="Select relevant tools",
+            description="Rank a tool list (MCP or OpenAI tools) against a query, or the last user message of `messages`, "
+            "and return the names of the top_k tools whose cosine similarity is at least threshold, best first, with "
+            "their scores. If the embedding backend fails, every tool is returned with filtered=false and the reason.",
+            input_schema=select_tools_schema(tool_filter.max_tools, tool_filter.default_threshold),
+            output_schema={
+                "type": "object",
+                "properties": {
+                    "tools": {
+                        "type": "array",
+                        "items": {"type": "object", "properties": {"name": {"type": "string"}, "score": {"type": "number"}}},
+                    },
+                    "filtered": {"type": "boolean"},
+                    "total": {"type": "integer"},
+                    "kept": {"type": "integer"},
+                    "reason": {"type": "string"},
+                },
+                "required": ["tools", "filtered", "total", "kept"],
+            },
+            handler=select_tools,
+            annotations={"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False},
+        )
+    )

@@ -1,0 +1,1 @@
+"""Small helpers with no dependency on the rest of the package."""
