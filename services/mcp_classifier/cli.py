@@ -117,13 +117,20 @@ def _serve(settings: Settings, metrics: GatewayMetrics, redis: RedisRuntime) -> 
     tracing = setup_tracing("mcp-classifier-gateway")
     if tracing:
         instrument_grpc_client()
-    app = build_http_app(settings, redis, metrics, tracing=tracing)
     sock = _bind(settings.host, settings.port)
     host, port = sock.getsockname()[:2]
-    shown_host = f"[{host}]" if ":" in host else host
-    # Tests and scripts read this line to learn the port when --port 0 was given.
+    url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+    def say_ready(start_seconds: float | None) -> None:
+        took = f", started in {start_seconds:.1f} s" if start_seconds is not None else ""
+        print(f"mcp-classifier ready on {url} (backend {settings.backend}, model {settings.model}{took})", file=sys.stderr, flush=True)
+
+    app = build_http_app(settings, redis, metrics, tracing=tracing, on_ready=say_ready)
+    # The doors answer the MCP handshake from here on; classification follows the "ready on" line.
+    # Tests and scripts read the URL from this line when --port 0 was given.
     print(
-        f"mcp-classifier {__version__} listening on http://{shown_host}:{port} (backend {settings.backend}, model {settings.model})",
+        f"mcp-classifier {__version__} starting on {url} (loading backend {settings.backend}, model {settings.model}; "
+        "the handshake answers now, classification once ready)",
         file=sys.stderr,
         flush=True,
     )
@@ -136,6 +143,7 @@ def _serve(settings: Settings, metrics: GatewayMetrics, redis: RedisRuntime) -> 
         timeout_graceful_shutdown=math.ceil(settings.shutdown_timeout_s),
     )
     server = DrainingServer(config, drain_delay_s=settings.drain_delay_s, on_drain=app.state.start_draining)
+    app.state.stop_server = lambda: setattr(server, "should_exit", True)
     try:
         server.run(sockets=[sock])
     finally:
@@ -143,6 +151,9 @@ def _serve(settings: Settings, metrics: GatewayMetrics, redis: RedisRuntime) -> 
             from .telemetry import shutdown_tracing
 
             shutdown_tracing()
+    if app.state.start_error is not None:
+        print(f"mcp-classifier: the backend failed to start: {app.state.start_error}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -151,6 +162,7 @@ def cmd_stdio(settings: Settings) -> int:
     from .wiring import build_gateway
 
     # stdio serves one local host process: the in-process model, unless an embedder address is given.
+    # The backend starts in the background, so initialize, ping and tools/list answer at once.
     gateway = build_gateway(settings, force_local=not settings.backend.startswith("grpc://"))
     dispatcher, backend = gateway.dispatcher, gateway.backend
 
@@ -428,7 +440,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     configure_logging(settings.log_level, settings.log_format)
     from .classify.categories import CategoryFileError
-    from .engine.encoder import ModelLoadError
+    from .engine.errors import ModelLoadError
 
     try:
         if args.command == "serve":

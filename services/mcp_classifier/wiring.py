@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .backend.base import ClassificationBackend
+from .backend.starting import StartingBackend
 from .cache.embeddings import ToolEmbeddings
 from .classify.build import build_classifier, fill_local_threading, model_calls_in_flight
 from .protocol.classify_tools import register_classification_tools
@@ -87,16 +88,7 @@ def build_grpc_backend(settings: Settings, target: str, *, embedded: bool = Fals
         max_concurrent_batches=settings.max_concurrent_batches,
         replicas=replicas,
         replica_refresh_s=settings.replica_refresh_s,
-        lone_call_threads=lone_call_threads(settings, embedded=embedded),
-        lone_call_min_gain=settings.lone_call_min_gain,
     )
-
-
-def lone_call_threads(settings: Settings, *, embedded: bool) -> int:
-    """The setting, or where unset: every CPU of the embedded node when its replicas run on CPUs and share them."""
-    if settings.lone_call_threads is not None:
-        return settings.lone_call_threads
-    return settings.ray_num_cpus if embedded and not settings.replica_num_gpus else 0
 
 
 def build_backend(settings: Settings, *, force_local: bool = False) -> ClassificationBackend:
@@ -150,6 +142,7 @@ class Gateway(NamedTuple):
     backend: ClassificationBackend
     tool_filter: ToolFilter
     embedder: ClassificationBackend  # the backend itself, under any wrapper (for /health)
+    startup: StartingBackend  # the background start under the wrappers: the doors open before it ends
 
 
 def build_gateway(
@@ -159,12 +152,13 @@ def build_gateway(
     wrap: Callable[[ClassificationBackend], ClassificationBackend] | None = None,
     link: RedisLink | None = None,
 ) -> Gateway:
-    """Backend (optionally wrapped, e.g. by the Redis cache), the tool filter and the dispatcher over them."""
-    embedder = backend = build_backend(settings, force_local=force_local)
-    if wrap is not None:
-        backend = wrap(backend)
+    """Backend (started in the background, optionally wrapped, e.g. by the Redis cache), the tool filter and the
+    dispatcher over them."""
+    embedder = build_backend(settings, force_local=force_local)
+    startup = StartingBackend(embedder, wait_s=settings.request_timeout_s)
+    backend: ClassificationBackend = wrap(startup) if wrap is not None else startup
     tool_filter = build_tool_filter(settings, backend, link)
-    return Gateway(build_dispatcher(settings, backend, tool_filter), backend, tool_filter, embedder)
+    return Gateway(build_dispatcher(settings, backend, tool_filter), backend, tool_filter, embedder, startup)
 
 
 # ---- the HTTP app ----------------------------------------------------------------------------------
@@ -196,7 +190,14 @@ class EmbedderRoute:
         }
 
 
-def build_http_app(settings: Settings, redis: RedisRuntime, metrics: GatewayMetrics, *, tracing: bool) -> FastAPI:
+def build_http_app(
+    settings: Settings,
+    redis: RedisRuntime,
+    metrics: GatewayMetrics,
+    *,
+    tracing: bool,
+    on_ready: Callable[[float | None], None] | None = None,
+) -> FastAPI:
     """The whole `serve` app: edge guard, Redis cache, hot reload, tracing, over the configured backend."""
     from .edge import build_edge_guard
     from .transports.http import create_app, route_label
@@ -234,6 +235,8 @@ def build_http_app(settings: Settings, redis: RedisRuntime, metrics: GatewayMetr
         tool_filter=gateway.tool_filter,
         sse_sessions=local_sessions(settings, metrics, settings.max_body_bytes, redis.link),
         late_services=late_services,
+        startup=gateway.startup,
+        on_ready=on_ready,
     )
     if tracing:
         from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor

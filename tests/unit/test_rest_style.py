@@ -233,3 +233,26 @@ def test_text_too_long_is_200_with_is_error(client: httpx.Client) -> None:
     result = ok_json(rest(client, "tools/call", {"name": "classify_text", "arguments": {"text": "b" * (max_len + 1)}}))
     payload = tool_payload(result, is_error=True)
     assert str(max_len) in payload["error"]
+
+
+# ---- a base URL with a trailing slash -----------------------------------------------------------
+@pytest.mark.parametrize("base", ["/mcp/", "/mcp//"])
+def test_semantic_router_rest_style_works_with_a_trailing_slash_base(client: httpx.Client, base: str, category_count: int) -> None:
+    """The Go client joins base and method with '/': a base of /mcp/ calls /mcp//initialize."""
+    init = ok_json(client.post(f"{base}/initialize", json=envelope({"protocolVersion": "2024-11-05", "capabilities": {}})))
+    assert init["serverInfo"]["name"] == "mcp-classifier"
+    result = ok_json(client.post(f"{base}/tools/call", json=envelope({"name": "classify_text", "arguments": {"text": "What is 2+2?"}})))
+    assert_valid_classification(tool_payload(result, is_error=False), category_count)
+
+
+def test_json_rpc_at_mcp_with_a_trailing_slash_is_the_same_door() -> None:
+    from mcp_classifier.transports.mcp_paths import canonical_mcp_path
+
+    assert canonical_mcp_path("/mcp/") == "/mcp"
+    assert canonical_mcp_path("/mcp//tools/list/") == "/mcp/tools/list"
+    assert canonical_mcp_path("/health") == "/health" and canonical_mcp_path("/mcpx//a") == "/mcpx//a"
+
+
+def test_json_rpc_posted_to_mcp_slash_is_answered(client: httpx.Client) -> None:
+    answer = client.post("/mcp/", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert answer.status_code == 200 and answer.json() == {"jsonrpc": "2.0", "id": 1, "result": {}}

@@ -7,12 +7,14 @@ import asyncio
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from ..classify.classifier import Classifier
 from ..classify.results import ClassificationResult, ClassifierInfo
+
+if TYPE_CHECKING:  # torch and transformers load on the model thread, not at import: the doors open first
+    from ..classify.classifier import Classifier
 
 
 class ModelWorker(Protocol):

@@ -25,6 +25,7 @@ from .accel.fp16_weights import drop_fp16_weights, fp16_weights_available, use_f
 from .accel.fused_norms import fuse_rms_norms, unfuse_rms_norms
 from .batch_plan import plan_cost, plan_sub_batches
 from .cpu_features import amx_bf16_available
+from .errors import ModelLoadError
 from .packing import PackedBatch, Pooling, attention_mask, pack, packed_cost, pool_packed, split_calls
 from .random_models import build_random_model, is_random_model, random_model_config
 
@@ -47,10 +48,6 @@ CompiledLayers = Literal["auto", "on", "off"]
 
 # Texts of several lengths sharing packed rows: a text that saw its neighbours, or a wrong position, shows.
 _PROBE_TEXTS = [f"probe {'word ' * n}for packing" for n in (1, 3, 7, 12, 2, 5)]
-
-
-class ModelLoadError(RuntimeError):
-    """The model could not be resolved or loaded; the message says what to do."""
 
 
 def resolve_model_path(model: str) -> str:

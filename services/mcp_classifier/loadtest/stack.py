@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 
 CLI = [sys.executable, "-m", "mcp_classifier.cli"]
-LISTENING = re.compile(r"listening on (http://\S+)")
+LISTENING = re.compile(r"starting on (http://\S+)")  # the line `serve` prints once its port is bound
 
 
 @dataclass

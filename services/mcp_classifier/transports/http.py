@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -16,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
 from ..backend.base import ClassificationBackend
+from ..backend.starting import StartingBackend
 from ..edge import EdgeGuard, EdgeMiddleware
 from ..protocol import correlation, stateless
 from ..protocol.dispatcher import McpDispatcher
@@ -29,6 +31,7 @@ from ..toolfilter.tool_filter import ToolFilter, filter_arguments
 from . import openapi
 from .bodies import BodyTooLarge, body_too_large, json_response, read_body, read_json
 from .correlated import CorrelationMiddleware
+from .mcp_paths import McpPathMiddleware
 from .sse import SseSessions, add_sse_routes, local_sessions
 from .websocket import add_websocket_route
 
@@ -89,6 +92,8 @@ def create_app(
     tool_filter: ToolFilter | None = None,
     sse_sessions: SseSessions | None = None,
     late_services: Sequence[Any] = (),
+    startup: StartingBackend | None = None,
+    on_ready: Callable[[float | None], None] | None = None,
 ) -> FastAPI:
     """The gateway app. The lifespan starts and closes the backend, so uvicorn owns the whole lifetime.
 
@@ -96,12 +101,37 @@ def create_app(
     /health, /ready and /metrics. ``services`` are objects with async ``start()``/``close()``
     (e.g. the Redis link) started before the backend and closed after it; an optional
     ``health()`` dict of theirs is merged into /health. ``late_services`` start after the backend
-    and close before it. ``freeze_gc`` (for a process that serves
+    and close before it. With ``startup`` (the backend's background start, under any wrapper) every door
+    answers at once and the late services, ``on_ready`` and the GC freeze follow the start. ``freeze_gc`` (for a process that serves
     only this app) moves everything alive after start-up out of the cyclic GC's reach.
     """
     metrics = metrics or GatewayMetrics()
     dispatcher.method_observer = metrics.observe_method
     sse = sse_sessions or local_sessions(Settings(), metrics, max_body_bytes)
+
+    async def open_late_doors(late_started: list[Any]) -> None:
+        # What start-up loaded (torch, the model, Ray's client) lives as long as the process:
+        # freeze it out of the cyclic GC, whose full collections otherwise scan it all and
+        # stalled the event loop ~190 ms at a time, about once a second under load.
+        if freeze_gc:
+            gc.collect()
+            gc.freeze()
+        for service in late_services:  # doors that should open only once the backend can answer (gRPC)
+            await service.start()
+            late_started.append(service)
+
+    async def when_started(late_started: list[Any]) -> None:
+        """The backend's background start: then the late doors, the ready line; a failed start stops the server."""
+        assert startup is not None
+        try:
+            await startup.wait_started()
+            await open_late_doors(late_started)
+        except Exception as exc:  # noqa: BLE001 - the process cannot classify: say why and stop
+            app.state.start_error = exc
+            app.state.stop_server()
+            return
+        if on_ready is not None:
+            on_ready(startup.start_seconds)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -110,20 +140,17 @@ def create_app(
             for service in services:
                 await service.start()
                 started.append(service)
-            await backend.start()
-            # What start-up loaded (torch, the model, Ray's client) lives as long as the process:
-            # freeze it out of the cyclic GC, whose full collections otherwise scan it all and
-            # stalled the event loop ~190 ms at a time, about once a second under load.
-            if freeze_gc:
-                gc.collect()
-                gc.freeze()
+            await backend.start()  # with a StartingBackend (startup) this returns at once: the doors open now
             late_started: list[Any] = []
+            bring_up = asyncio.create_task(when_started(late_started)) if startup is not None else None
             try:
-                for service in late_services:  # doors that should open only once the backend can answer (gRPC)
-                    await service.start()
-                    late_started.append(service)
+                if bring_up is None:
+                    await open_late_doors(late_started)
                 yield
             finally:
+                if bring_up is not None:
+                    bring_up.cancel()
+                    await asyncio.gather(bring_up, return_exceptions=True)
                 for service in reversed(late_started):
                     await service.close()
                 await backend.close()
@@ -133,6 +160,8 @@ def create_app(
 
     app = FastAPI(title="mcp-classifier", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=OPENAPI_PATH)
     app.state.draining = False
+    app.state.start_error = None
+    app.state.stop_server = lambda: None  # the CLI's server sets this: a failed background start stops it
 
     def start_draining() -> None:
         """SIGTERM (transports.server): /ready answers 503 and open SSE streams end, so clients move to a ready replica."""
@@ -143,7 +172,8 @@ def create_app(
     app.openapi = lambda: _openapi_document(app)  # type: ignore[method-assign]  # FastAPI documents this override
     if edge is not None:
         app.add_middleware(EdgeMiddleware, guard=edge)
-    app.add_middleware(CorrelationMiddleware)  # added last: outside the edge guard, so refusals are logged too
+    app.add_middleware(CorrelationMiddleware)  # outside the edge guard, so refusals are logged too
+    app.add_middleware(McpPathMiddleware)  # outermost: /mcp/ and /mcp//method reach the routes as /mcp and /mcp/method
 
     @app.exception_handler(StarletteHTTPException)
     async def routing_error(_: Request, exc: StarletteHTTPException) -> Response:
@@ -205,6 +235,11 @@ def create_app(
 
     @app.get("/health", openapi_extra=openapi.HEALTH)
     async def health() -> Response:
+        if startup is not None and (startup.loading or startup.start_error is not None):
+            error = startup.start_error
+            return json_response(
+                {"status": "starting" if error is None else "failed", **({"error": str(error)} if error else {}), **extra_health()}
+            )
         try:
             info = await backend.info()
         except Exception as exc:  # noqa: BLE001 - health must answer whatever the backend does
