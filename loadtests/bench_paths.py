@@ -148,7 +148,7 @@ def measure_reference(arithmetic: Arithmetic, texts: list[str], args: argparse.N
     return Reference(arithmetic, floor, lone.forward_ms, ceilings, raw, lone.classify_ms, padded_sorted_chunks.best_pass_texts_per_s)
 
 
-SETTLE_S = 5.0  # the replicas' lone-call probe looks every 2 s for a quiet host (embedder/lone_calls.py)
+SETTLE_S = 5.0  # a started server idles this long before it is timed, as a deployment's would before traffic
 
 
 def add_settle_flag(parser: argparse.ArgumentParser) -> None:

@@ -211,8 +211,7 @@ class Settings(BaseSettings):
     replica_cpu_pinning: Literal["auto", "on", "off"] = Field(
         "auto",
         description="Each CPU replica's process on cores of its own (replica k of a node on the k-th slice of "
-        "replica_num_cpus cores), so the kernel stops moving its forward between cores; a lone call still borrows the idle "
-        "ones. auto: where the process may run on no more cores than Ray was given for the node (the embedded node; a pod "
+        "replica_num_cpus cores), so the kernel stops moving its forward between cores. auto: where the process may run on no more cores than Ray was given for the node (the embedded node; a pod "
         "with exclusive cores, Kubernetes' static CPU manager), never on a shared machine's cores. On the embedded 2-core "
         "node, in alternating server starts: 1.22x the requests at 8 clients, 1.13x at 32, a lone p50 3 ms lower "
         "(docs/decisions/0011-replica-cpu-pinning.md).",
@@ -227,20 +226,6 @@ class Settings(BaseSettings):
         64, ge=1, description="Requests one replica accepts at once (must be >= batch_size for @serve.batch to fill)."
     )
     max_concurrent_batches: int = Field(2, ge=1, description="Batches the gateway keeps in flight to the embedder at once.")
-    lone_call_threads: int | None = Field(
-        None,
-        ge=0,
-        description="Torch threads a replica may use for a call the gateway makes while no other is in flight (a lone "
-        "request borrows the cores of replicas idle beside it; the next calls wait for it on that replica). Unset: the "
-        "embedded node's ray_num_cpus for CPU replicas (they share one machine), else 0 (off: replicas in their own pods).",
-    )
-    lone_call_min_gain: float = Field(
-        1.3,
-        ge=0,
-        description="With lone_call_threads: offer them only to replicas whose probe ran one text at least this many times as "
-        "fast on them, or has not run yet (a Xeon host read 1.2-1.5, median 1.33; an AMD EPYC host 1.0-1.2, where waiting behind lone calls "
-        "served about a tenth fewer requests at 2-8 clients); 0 offers them to every replica.",
-    )
     grpc_max_attempts: int = Field(
         4, ge=1, le=5, description="gRPC attempts per call (retries on UNAVAILABLE and RESOURCE_EXHAUSTED, with backoff)."
     )
@@ -460,7 +445,7 @@ SETTINGS_GROUPS: tuple[SettingsGroup, ...] = (
             "ray_direct_ingress", "ray_serve_api_url", "replica_refresh_s", "ray_metrics_port",
             "replica_health_check_period_s", "replica_access_log", "replica_num_cpus", "replica_cpu_pinning",
             "replica_num_gpus", "min_replicas", "max_replicas", "target_ongoing_requests", "max_ongoing_requests",
-            "grpc_max_attempts", "lone_call_threads", "lone_call_min_gain",
+            "grpc_max_attempts",
         ),
     ),
     SettingsGroup(

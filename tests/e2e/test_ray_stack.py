@@ -117,8 +117,6 @@ def ray_stack(
         str(TOKENIZER_THREADS),  # over the test session's TOKENIZERS_PARALLELISM=false: the setting reaches the replica
         "--fp16-weights-max-tokens",
         str(FP16_WEIGHTS_MAX_TOKENS),
-        "--lone-call-min-gain",
-        "0",  # every lone call borrows, whatever this host's probe reads (the rule: tests/integration/test_grpc_replicas.py)
         "--ray-throughput-optimized" if serve_mode.throughput_optimized else "--no-ray-throughput-optimized",
         "--ray-direct-ingress" if serve_mode.direct_ingress else "--no-ray-direct-ingress",
         "--replica-access-log" if serve_mode.replica_access_log else "--no-replica-access-log",
@@ -204,23 +202,6 @@ def test_concurrent_requests_form_batches_on_the_replica_and_match_unbatched(
         _assert_same(answer, local_results[TEXTS.index(text)])
 
 
-LONE_PROBE_WAIT_S = 90.0  # the probe waits for a quiet host; the test session's own processes are idle between tests
-
-
-def test_the_replica_measures_what_a_lone_call_gains_from_the_idle_cores_and_reports_it(serve_grpc_port: int) -> None:
-    """Its one CPU against the node's two, timed in the background once the host is quiet (embedder/lone_calls.py)."""
-    deadline = time.monotonic() + LONE_PROBE_WAIT_S
-    with grpc.insecure_channel(f"127.0.0.1:{serve_grpc_port}") as channel:
-        stub = pb_grpc.ClassifierStub(channel)
-        while True:
-            gain = stub.Classify(pb.ClassifyRequest(texts=[TEXTS[0]]), metadata=APP_METADATA, timeout=20).lone_call_gain
-            if gain > 0 or time.monotonic() > deadline:
-                break
-            time.sleep(1.0)
-    assert gain > 0, f"the replica's probe found no quiet {LONE_PROBE_WAIT_S:g} s on this host"
-    assert 0.2 < gain < 5.0, gain  # the ratio of two times of one text: 1.0-1.2 on a 2-core EPYC, 1.4 on a Xeon
-
-
 def test_the_tool_filter_runs_on_the_replicas_over_grpc_and_ranks_like_the_local_model(
     ray_stack: ServerProcess, local_classifier: Classifier
 ) -> None:
@@ -284,10 +265,8 @@ def test_one_request_is_traced_across_gateway_grpc_replica_batch_and_forward(ray
     assert forward.attributes["mcp_classifier.batch_size"] >= 1 and forward.attributes["mcp_classifier.tokens"] > 0
     assert 1 <= forward.attributes["mcp_classifier.model_calls"] <= forward.attributes["mcp_classifier.batch_size"]
     assert isinstance(forward.attributes["mcp_classifier.packed"], bool)  # packed rows or padded plan: the trace says which
-    # Nothing else in flight: the replica (one CPU, one torch thread) ran this lone request on the node's idle cores too.
-    assert forward.attributes["mcp_classifier.torch_threads"] == min(Settings().ray_num_cpus, os.cpu_count() or 1)
-    # The replica reports what its lone-call probe read: 0 until the host was quiet for it, then the gain (1 with no cores to borrow).
-    assert forward.attributes["mcp_classifier.lone_call_gain"] >= 0.0
+    # The replica (one CPU) runs its forward on one torch thread.
+    assert forward.attributes["mcp_classifier.torch_threads"] == 1
     # Where this host's cores are all the embedded node's, the replica (rank 0, one CPU) runs on the first of them.
     assert forward.attributes["mcp_classifier.replica_cores"] == _expected_replica_cores()
     # The gateway's --tokenizer-threads went through the Serve config to the replica, which sized its tokenizer's pool.
@@ -445,17 +424,15 @@ def _expected_replica_cores() -> list[int]:
     return allowed[:1] if len(allowed) <= Settings().ray_num_cpus else []
 
 
-def test_the_replica_runs_on_a_core_of_its_own_and_a_lone_call_still_borrows_the_others(ray_stack: ServerProcess) -> None:
+def test_the_replica_and_every_thread_of_it_run_on_a_core_of_their_own(ray_stack: ServerProcess) -> None:
     expected = _expected_replica_cores()
     if not expected:
         pytest.skip("this host has more cores than the embedded node's ray_num_cpus: auto leaves replicas unpinned")
-    _rest_classify(ray_stack.url, "a lone request: nothing else in flight")  # borrows the idle cores (--lone-call-min-gain 0)
+    _rest_classify(ray_stack.url, "a request: the forward thread and its OpenMP team have run")
     (pid,) = _replica_pids(ray_stack)
     masks = [tuple(sorted(os.sched_getaffinity(thread.id))) for thread in psutil.Process(pid).threads()]
     assert os.sched_getaffinity(pid) == set(expected)  # the replica's main thread, and with it Serve's request path
-    assert masks.count(tuple(expected)) >= len(masks) - 2  # every thread but a lone call's OpenMP workers
-    # The lone call's OpenMP worker started inside the widened block: it may run on every core of the node.
-    assert tuple(sorted(os.sched_getaffinity(0))) in masks
+    assert set(masks) == {tuple(expected)}, masks
 
 
 def _replica_pids(stack: ServerProcess) -> set[int]:

@@ -38,26 +38,23 @@ HELD = "hold:"  # a text starting so is answered only once the replica's `releas
 class NamedReplica(pb_grpc.ClassifierServicer):
     """Answers every text with its own name as the category."""
 
-    def __init__(self, name: str, lone_call_gain: float = 0.0) -> None:
+    def __init__(self, name: str) -> None:
         self.name = name
-        self.lone_call_gain = lone_call_gain  # what its answers report (0: a replica that has not measured it)
         self.release = asyncio.Event()
         self.holding = 0
-        self.lone_call_threads: list[int] = []  # what each call offered
+        self.calls = 0
         self.server = grpc.aio.server()
         pb_grpc.add_ClassifierServicer_to_server(self, self.server)
         self.port = self.server.add_insecure_port("127.0.0.1:0")
         self.address = f"127.0.0.1:{self.port}"
 
     async def Classify(self, request: pb.ClassifyRequest, context: Any) -> pb.ClassifyResponse:
-        self.lone_call_threads.append(request.lone_call_threads)
+        self.calls += 1
         if any(text.startswith(HELD) for text in request.texts):
             self.holding += 1
             await self.release.wait()
         result = ClassificationResult(0, self.name, 1.0, "m", False, (1.0,), 0.0)
-        return pb.ClassifyResponse(
-            results=results_to_proto([result] * len(request.texts), True), category_set_version="v1", lone_call_gain=self.lone_call_gain
-        )
+        return pb.ClassifyResponse(results=results_to_proto([result] * len(request.texts), True), category_set_version="v1")
 
     async def Info(self, request: pb.InfoRequest, context: Any) -> pb.InfoResponse:
         return info_to_proto(await FakeBackend().info())
@@ -66,8 +63,6 @@ class NamedReplica(pb_grpc.ClassifierServicer):
 def client(
     listing: list[str] | Exception | Callable[[], Awaitable[list[str]]],
     fallback: str = "127.0.0.1:1",
-    lone_call_threads: int = 0,
-    lone_call_min_gain: float = 0.0,
 ) -> GrpcBackend:
     async def replicas() -> list[str]:
         if isinstance(listing, Exception):
@@ -85,8 +80,6 @@ def client(
         max_concurrent_batches=2,
         replicas=listing if callable(listing) else replicas,
         replica_refresh_s=REFRESH_S,
-        lone_call_threads=lone_call_threads,
-        lone_call_min_gain=lone_call_min_gain,
     )
 
 
@@ -150,37 +143,6 @@ def test_calls_go_to_the_idle_replica_while_the_other_is_busy_with_a_long_batch(
             assert served == [idle.name] * 12
             busy.release.set()
             assert (await long_batch)[0].category == busy.name
-        finally:
-            await backend.close()
-            for replica in (a, b):
-                await replica.server.stop(None)
-
-    asyncio.run(scenario())
-
-
-def test_a_lone_call_offers_its_replica_the_idle_cores_and_the_calls_made_meanwhile_wait_on_that_replica() -> None:
-    async def scenario() -> None:
-        a, b = NamedReplica("a"), NamedReplica("b")
-        for replica in (a, b):
-            await replica.server.start()
-        backend = client([a.address, b.address], lone_call_threads=2)
-        await backend.start()
-        try:
-            served = await served_by(backend, 3)  # one at a time: each call lone
-            warm = a if served[0] == "a" else b
-            assert warm.lone_call_threads == [2, 2, 2]
-            lone = asyncio.create_task(backend.classify([HELD + "a lone call"]))
-            async with asyncio.timeout(10):  # a call that went elsewhere fails here instead of hanging the run
-                while warm.holding == 0:
-                    await asyncio.sleep(0.01)
-            meanwhile = asyncio.create_task(backend.classify(["made while the lone call runs"]))
-            async with asyncio.timeout(10):
-                while len(warm.lone_call_threads) < 5:
-                    await asyncio.sleep(0.01)
-            assert warm.lone_call_threads[3:] == [2, 0]  # the follower on the same replica, on its own threads
-            warm.release.set()
-            assert (await meanwhile)[0].category == warm.name and (await lone)[0].category == warm.name
-            assert (a.lone_call_threads + b.lone_call_threads).count(0) == 1
         finally:
             await backend.close()
             for replica in (a, b):
@@ -353,37 +315,28 @@ def test_a_cluster_gateway_reads_the_replicas_from_the_serve_rest_api(serve_api:
     assert asyncio.run(source()) == ["10.0.0.7:40000", "10.0.0.7:40001"]
 
 
-def test_replicas_that_report_too_little_gain_from_the_idle_cores_are_not_offered_them_and_nothing_waits_behind_their_calls() -> None:
+def test_light_load_stays_on_one_warm_replica_and_a_call_made_beside_a_busy_one_goes_to_the_other() -> None:
     async def scenario() -> None:
-        a, b = NamedReplica("a", lone_call_gain=1.05), NamedReplica("b", lone_call_gain=1.05)
-        fast = NamedReplica("fast", lone_call_gain=1.5)
-        for replica in (a, b, fast):
+        a, b = NamedReplica("a"), NamedReplica("b")
+        for replica in (a, b):
             await replica.server.start()
-        backend = client([a.address, b.address], lone_call_threads=2, lone_call_min_gain=1.3)
+        backend = client([a.address, b.address])
         await backend.start()
         try:
-            served = await served_by(backend, 3)  # one at a time: each call lone
+            served = await served_by(backend, 3)  # one at a time: the last-picked replica keeps them, its model warm
+            assert len(set(served)) == 1
             warm, other = (a, b) if served[0] == "a" else (b, a)
-            assert warm.lone_call_threads == [2, 0, 0]  # offered until its first answer said a second thread gains 1.05x
-            held = asyncio.create_task(backend.classify([HELD + "a call on its own threads"]))
-            async with asyncio.timeout(10):
+            held = asyncio.create_task(backend.classify([HELD + "a long batch"]))
+            async with asyncio.timeout(10):  # a call that went elsewhere fails here instead of hanging the run
                 while warm.holding == 0:
                     await asyncio.sleep(0.01)
             assert (await backend.classify(["made meanwhile"]))[0].category == other.name  # not queued behind it
             warm.release.set()
             assert (await held)[0].category == warm.name
-            assert warm.lone_call_threads[3:] == [0] and other.lone_call_threads == [0]  # neither call was lone
-
-            backend_fast = client([fast.address], lone_call_threads=2, lone_call_min_gain=1.3)
-            await backend_fast.start()
-            try:
-                await served_by(backend_fast, 3)
-                assert fast.lone_call_threads == [2, 2, 2]  # 1.5x: worth it
-            finally:
-                await backend_fast.close()
+            assert (warm.calls, other.calls) == (4, 1)
         finally:
             await backend.close()
-            for replica in (a, b, fast):
+            for replica in (a, b):
                 await replica.server.stop(None)
 
     asyncio.run(scenario())

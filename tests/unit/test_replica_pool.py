@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 
 import grpc
 import pytest
@@ -124,47 +124,16 @@ def test_an_empty_pool_says_so() -> None:
 
 
 @contextmanager
-def call(pool: ReplicaPool, *, may_borrow: bool = False) -> Iterator[tuple[Replica, bool]]:
+def call(pool: ReplicaPool) -> Iterator[Replica]:
     """A call as the gateway makes one: the pool picks a replica, then counts the call on it while it runs."""
     replica = pool.pick()
-    with pool.calling(replica, may_borrow=may_borrow) as lone:
-        yield replica, lone
+    with pool.calling(replica):
+        yield replica
 
 
-def test_a_call_is_lone_only_when_nothing_is_in_flight_anywhere_and_its_replica_may_borrow() -> None:
-    """A lone call's replica may run its forward on the idle replicas' cores: never while another forward runs."""
+def test_calls_in_flight_spread_over_the_replicas_and_are_counted_while_they_run() -> None:
     pool, _ = pool_of("a:1", "b:1")
-    with call(pool, may_borrow=True) as (first, lone):
-        assert lone and first.in_flight == 1
-        with call(pool, may_borrow=True) as (_, second_lone):
-            assert not second_lone
-    assert first.in_flight == 0
-    with call(pool, may_borrow=False) as (_, lone):
-        assert not lone  # a replica that does not borrow (an Embed call, or the setting off) is never told so
-
-
-def test_calls_made_while_a_lone_call_runs_queue_behind_it_and_spread_again_once_it_ends() -> None:
-    """Beside a forward on every core, another forward would fight it at each OpenMP barrier."""
-    pool, _ = pool_of("a:1", "b:1", "c:1")
-    with ExitStack() as followers:
-        with call(pool, may_borrow=True) as (lone_replica, lone):
-            assert lone
-            picked = [followers.enter_context(call(pool, may_borrow=True)) for _ in range(3)]
-            assert all(replica is lone_replica and not is_lone for replica, is_lone in picked)
-            assert lone_replica.in_flight == 4
-        with call(pool, may_borrow=True) as (other, lone):  # the lone call over, its followers still running
-            assert other is not lone_replica and not lone
-
-
-def test_no_call_waits_behind_a_lone_call_whose_replica_failed_or_that_it_already_tried() -> None:
-    pool, channels = pool_of("a:1", "b:1")
-    with call(pool, may_borrow=True) as (lone_replica, _):
-        assert pool.pick(avoid=[lone_replica.address]) is not lone_replica
-        channels[lone_replica.address].state = grpc.ChannelConnectivity.TRANSIENT_FAILURE
-        assert pool.pick() is not lone_replica
-
-
-def test_without_borrowing_calls_spread_as_before() -> None:
-    pool, _ = pool_of("a:1", "b:1")
-    with call(pool) as (first, _), call(pool) as (second, _):
+    with call(pool) as first, call(pool) as second:
         assert first is not second
+        assert first.in_flight == second.in_flight == 1
+    assert first.in_flight == second.in_flight == 0

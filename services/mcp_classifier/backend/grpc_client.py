@@ -108,12 +108,8 @@ class GrpcBackend:
         max_concurrent_batches: int,
         replicas: ReplicaSource | None = None,
         replica_refresh_s: float = 2.0,
-        lone_call_threads: int = 0,
-        lone_call_min_gain: float = 0.0,
     ) -> None:
         self.target = target
-        self._lone_call_threads = lone_call_threads  # offered to a replica on a Classify call made while nothing else is in flight
-        self._lone_call_min_gain = lone_call_min_gain  # ...whose answers report at least this gain from them (embedder/lone_calls.py)
         self._replicas = replicas
         self._replica_refresh_s = replica_refresh_s
         self._follower: asyncio.Task[None] | None = None
@@ -226,27 +222,14 @@ class GrpcBackend:
         async def attempt() -> Any:
             replica = self._pick(tried)
             tried.append(replica.address)
-            classifying = isinstance(request, pb.ClassifyRequest)
-            borrows = classifying and self._lone_call_threads > 0 and self._lends_cores(replica)
-            with self._pool.calling(replica, may_borrow=borrows) as lone:
-                if classifying:
-                    request.lone_call_threads = self._lone_call_threads if lone else 0
+            with self._pool.calling(replica):
                 rpc = getattr(replica.stub, method)
-                response = await rpc(request, timeout=max(deadline - time.monotonic(), MIN_ATTEMPT_TIMEOUT_S), metadata=self._metadata)
-                if classifying:
-                    replica.lone_call_gain = response.lone_call_gain
-                return response
+                return await rpc(request, timeout=max(deadline - time.monotonic(), MIN_ATTEMPT_TIMEOUT_S), metadata=self._metadata)
 
         try:
             return await retrying(attempt)
         except grpc.aio.AioRpcError as exc:
             raise backend_error(exc) from exc
-
-    def _lends_cores(self, replica: Replica) -> bool:
-        """Whether a lone call to ``replica`` may borrow the idle cores: its answers report enough gain from them,
-        or none yet (its first answer, or a replica older than the report)."""
-        gain = replica.lone_call_gain
-        return gain == 0.0 or gain >= self._lone_call_min_gain
 
     async def info_message(self, timeout_s: float | None = None) -> pb.InfoResponse:
         try:

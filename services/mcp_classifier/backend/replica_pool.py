@@ -11,14 +11,6 @@ picked last, if it is one of them (else turns): at light load the calls keep goi
 whose model runs warm. Handed out in turn, each replica ran its forward after twice the idle gap,
 and a lone request on the Ray path took 14.3-15.6 ms against 11.5-13.2 (docs/decisions/0005-replica-routing-least-busy.md).
 Under load nothing changes: a replica that frees up is the least busy and takes the next call.
-
-A call made while no call is in flight anywhere is *lone*: the gateway tells its replica so, and a replica
-sharing its node's cores with the others may run that forward on all of them (the others are idle; a
-one-thread forward of one text took 1.5x as long as a two-thread one on 2 cores). While a lone call is in
-flight, the next calls queue behind it on the same replica instead of starting a forward beside it: two
-forwards on more threads than cores wait on each other at every OpenMP barrier (docs/decisions/0010-lone-calls-borrow-idle-cores.md). Where a
-second thread does not speed one text up, that queueing only costs: each replica reports the gain it measured
-at its start (embedder/lone_calls.py), and the gateway lets only those that gain enough borrow (grpc_client).
 """
 
 from __future__ import annotations
@@ -42,7 +34,6 @@ class Replica:
     channel: grpc.aio.Channel
     stub: pb_grpc.ClassifierStub = field(init=False)
     in_flight: int = 0
-    lone_call_gain: float = 0.0  # from its last answer: how much sooner one text ran on borrowed cores (0: not reported yet)
 
     def __post_init__(self) -> None:
         self.stub = pb_grpc.ClassifierStub(self.channel)
@@ -60,7 +51,6 @@ class ReplicaPool:
         self._replicas: dict[str, Replica] = {}
         self._turn = itertools.count()
         self._last_picked: Replica | None = None
-        self._lone: Replica | None = None  # the replica running a lone call, while it does
         self._retiring: set[asyncio.Task[None]] = set()
 
     @property
@@ -89,8 +79,6 @@ class ReplicaPool:
         replicas = list(self._replicas.values())
         healthy = [r for r in replicas if r.address not in avoided and not r.failed]
         candidates = healthy or [r for r in replicas if r.address not in avoided] or replicas
-        if self._lone in candidates:
-            return self._lone  # queue behind the lone call rather than run beside it on the cores it borrowed
         fewest = min(r.in_flight for r in candidates)
         tied = [r for r in candidates if r.in_flight == fewest]
         if self._last_picked not in tied:
@@ -98,20 +86,13 @@ class ReplicaPool:
         return self._last_picked
 
     @contextmanager
-    def calling(self, replica: Replica, *, may_borrow: bool = False) -> Iterator[bool]:
-        """``replica`` (from ``pick``) counted in flight while a call runs on it. With ``may_borrow`` (it would run a
-        lone call on borrowed cores), True when the call is lone: nothing else in flight on any replica as it
-        starts; the calls picked meanwhile then follow it."""
-        lone = may_borrow and not any(r.in_flight for r in self._replicas.values())
+    def calling(self, replica: Replica) -> Iterator[None]:
+        """``replica`` (from ``pick``) counted in flight while a call runs on it."""
         replica.in_flight += 1
-        if lone:
-            self._lone = replica  # no other call can be lone while this one runs: nothing else was in flight
         try:
-            yield lone
+            yield
         finally:
             replica.in_flight -= 1
-            if lone:
-                self._lone = None
 
     async def close(self) -> None:
         """At shutdown: the current channels close now, retiring ones as their grace ends."""

@@ -20,8 +20,7 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 log = logging.getLogger(__name__)
@@ -94,21 +93,3 @@ def pin_process(cpus: Sequence[int]) -> int:
         except (ProcessLookupError, PermissionError):  # a thread that ended meanwhile, or one the kernel keeps
             continue
     return pinned
-
-
-@contextmanager
-def thread_widened(cpus: Sequence[int] | None) -> Iterator[None]:
-    """The calling thread on ``cpus`` for the block, then back where it was (None: nothing changes).
-
-    A pinned replica's lone call borrows the node's idle cores this way: OpenMP's worker threads start
-    on the calling thread's affinity at the team's first use, so the team starts inside this block.
-    """
-    if cpus is None:
-        yield
-        return
-    before = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, cpus)
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, before)

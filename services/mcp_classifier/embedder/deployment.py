@@ -10,7 +10,6 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -31,8 +30,7 @@ from ..engine.tokenizer_threads import tokenizer_threads_in_effect
 from ..settings import Settings
 from ..telemetry import setup_tracing
 from ..util.file_watch import watch_file_in_thread
-from .cpu_pinning import choose_replica_cores, pin_process, thread_widened
-from .lone_calls import LoneCallProbe, measure_lone_call_gain
+from .cpu_pinning import choose_replica_cores, pin_process
 from .serve_config import DEPLOYMENT_NAME, deployment_options, replica_settings
 
 log = logging.getLogger(__name__)
@@ -49,7 +47,6 @@ class _BatchItem:
     span_context: trace.SpanContext
     slots: int
     enqueued_at: float
-    lone_call_threads: int = 0  # ClassifyRequest.lone_call_threads: nothing else was in flight at the gateway
 
 
 # @serve.batch needs its knobs when the class is defined; reconfigure() applies the real ones
@@ -70,7 +67,7 @@ class Embedder:
         setup_tracing("mcp-classifier-embedder")
         self._tracer = trace.get_tracer(TRACER_NAME)
         self._settings = Settings(**settings)
-        self._all_cores = sorted(os.sched_getaffinity(0))  # before pinning: what a lone call may borrow
+        self._all_cores = sorted(os.sched_getaffinity(0))  # before pinning: the cores this replica's slice is taken from
         # Before any thread of its own starts: the forward thread, the tokenizer's and OpenMP's inherit it.
         self._pinned_to = self._pin_to_own_cores()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="forward")
@@ -80,16 +77,6 @@ class Embedder:
         self._classifier = self._executor.submit(self._build_and_warm).result()
         # Read once the model is built (it sized the tokenizer's pool): the forward span reports it, 0 for every CPU.
         self._tokenizer_threads = tokenizer_threads_in_effect() or 0
-        self._cpus = os.cpu_count() or 1  # a lone call's threads never exceed the machine's
-        # Its reading goes back with every answer: the gateway offers this replica the idle cores only where they help.
-        self._lone_calls = LoneCallProbe(
-            lambda: self._on_all_cores(lambda: measure_lone_call_gain(lambda: self._classifier.classify([WARMUP_TEXTS[1]]), self._cpus)),
-            lambda measure: self._executor.submit(measure).result(),
-        )
-        if self._classifier.encoder.device.type == "cpu" and self._cpus > self._executor.submit(torch.get_num_threads).result():
-            self._lone_calls.start()
-        else:
-            self._lone_calls.gain = 1.0  # no idle cores to borrow: a lone call runs on its own threads anyway
         self._slot_chars = self._settings.batch_slot_chars
         self._max_batch_size = self._settings.batch_size
         self._stats = pb.BatchStats(batch_size_counts=[0] * BATCH_SIZE_BUCKETS)
@@ -138,11 +125,6 @@ class Embedder:
             log.info("replica pinned to cores %s (%d threads)", cores, pin_process(cores))
         return cores
 
-    def _on_all_cores(self, work: Callable[[], T]) -> T:
-        """``work`` on the forward thread with every core the process was allowed before pinning: a lone call's borrowed threads."""
-        with thread_widened(self._all_cores if self._pinned_to is not None else None):
-            return work()
-
     def _build_and_warm(self) -> Classifier:
         classifier = build_classifier(self._settings)
         classifier.classify(list(WARMUP_TEXTS))
@@ -168,9 +150,7 @@ class Embedder:
             texts = list(request.texts)
             span.set_attribute("mcp_classifier.texts", len(texts))
             slots = sum(max(1, math.ceil(len(t) / self._slot_chars)) for t in texts)
-            item = _BatchItem(
-                texts, span.get_span_context(), min(slots, self._max_batch_size), time.perf_counter(), request.lone_call_threads
-            )
+            item = _BatchItem(texts, span.get_span_context(), min(slots, self._max_batch_size), time.perf_counter())
             results = await self._classify_batch(item) if texts else []
             category_set_version, policy_version = self._classifier.versions
             return pb.ClassifyResponse(
@@ -178,7 +158,6 @@ class Embedder:
                 category_set_version=category_set_version,
                 policy_version=policy_version,
                 model_id=self._classifier.encoder.model_id,
-                lone_call_gain=self._lone_calls.gain,
             )
 
     async def Embed(self, request: pb.EmbedRequest, grpc_context: Any = None) -> pb.EmbedResponse:
@@ -206,8 +185,7 @@ class Embedder:
         with self._tracer.start_as_current_span("embedder batch", context=parent, links=links) as span:
             span.set_attribute("mcp_classifier.batch.requests", len(items))
             span.set_attribute("mcp_classifier.batch.texts", len(texts))
-            threads = items[0].lone_call_threads if len(items) == 1 else 0  # a batch of several calls is not lone
-            results = await asyncio.get_running_loop().run_in_executor(self._executor, self._forward, texts, span, threads)
+            results = await asyncio.get_running_loop().run_in_executor(self._executor, self._forward, texts, span)
         self._record(len(texts), time.perf_counter() - started)
         out, offset = [], 0
         for item in items:
@@ -215,31 +193,18 @@ class Embedder:
             offset += len(item.texts)
         return out
 
-    def _forward(self, texts: list[str], batch_span: trace.Span, lone_call_threads: int = 0) -> list[ClassificationResult]:
+    def _forward(self, texts: list[str], batch_span: trace.Span) -> list[ClassificationResult]:
         with self._tracer.start_as_current_span("embedder forward", context=trace.set_span_in_context(batch_span)) as span:
             span.set_attribute("mcp_classifier.batch_size", len(texts))
-            own_threads = torch.get_num_threads()
-            threads = min(lone_call_threads, self._cpus)  # a lone call borrows the idle replicas' cores
-            span.set_attribute("mcp_classifier.torch_threads", max(threads, own_threads))
-            span.set_attribute("mcp_classifier.lone_call_gain", self._lone_calls.gain)
+            span.set_attribute("mcp_classifier.torch_threads", torch.get_num_threads())
             span.set_attribute("mcp_classifier.tokenizer_threads", self._tokenizer_threads)
             span.set_attribute("mcp_classifier.replica_cores", self._pinned_to or [])  # empty: not pinned
             span.set_attribute("mcp_classifier.fp16_weights_max_tokens", self._classifier.encoder.fp16_weights_max_tokens)
-            if threads <= own_threads:
-                results = self._classifier.classify(texts)
-            else:
-                results = self._on_all_cores(lambda: self._classify_on_threads(texts, threads, own_threads))
+            results = self._classifier.classify(texts)
             span.set_attribute("mcp_classifier.tokens", self._classifier.encoder.last_batch_tokens)
             span.set_attribute("mcp_classifier.model_calls", self._classifier.encoder.last_forward_calls)
             span.set_attribute("mcp_classifier.packed", self._classifier.encoder.last_batch_packed)
             return results
-
-    def _classify_on_threads(self, texts: list[str], threads: int, own_threads: int) -> list[ClassificationResult]:
-        torch.set_num_threads(threads)  # on the forward thread, the only one that runs torch: one OpenMP team
-        try:
-            return self._classifier.classify(texts)
-        finally:
-            torch.set_num_threads(own_threads)
 
     def _reload_categories(self) -> None:
         if self._settings.categories_file is not None:

@@ -32,14 +32,12 @@ class EmbedResponse(_message.Message):
     def __init__(self, vectors: _Optional[bytes] = ..., dimensions: _Optional[int] = ..., model_id: _Optional[str] = ...) -> None: ...
 
 class ClassifyRequest(_message.Message):
-    __slots__ = ("texts", "with_probabilities", "lone_call_threads")
+    __slots__ = ("texts", "with_probabilities")
     TEXTS_FIELD_NUMBER: _ClassVar[int]
     WITH_PROBABILITIES_FIELD_NUMBER: _ClassVar[int]
-    LONE_CALL_THREADS_FIELD_NUMBER: _ClassVar[int]
     texts: _containers.RepeatedScalarFieldContainer[str]
     with_probabilities: bool
-    lone_call_threads: int
-    def __init__(self, texts: _Optional[_Iterable[str]] = ..., with_probabilities: _Optional[bool] = ..., lone_call_threads: _Optional[int] = ...) -> None: ...
+    def __init__(self, texts: _Optional[_Iterable[str]] = ..., with_probabilities: _Optional[bool] = ...) -> None: ...
 
 class Classification(_message.Message):
     __slots__ = ("class_index", "category", "confidence", "model", "use_reasoning", "probabilities", "entropy")
@@ -60,18 +58,16 @@ class Classification(_message.Message):
     def __init__(self, class_index: _Optional[int] = ..., category: _Optional[str] = ..., confidence: _Optional[float] = ..., model: _Optional[str] = ..., use_reasoning: _Optional[bool] = ..., probabilities: _Optional[_Iterable[float]] = ..., entropy: _Optional[float] = ...) -> None: ...
 
 class ClassifyResponse(_message.Message):
-    __slots__ = ("results", "category_set_version", "policy_version", "model_id", "lone_call_gain")
+    __slots__ = ("results", "category_set_version", "policy_version", "model_id")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     CATEGORY_SET_VERSION_FIELD_NUMBER: _ClassVar[int]
     POLICY_VERSION_FIELD_NUMBER: _ClassVar[int]
     MODEL_ID_FIELD_NUMBER: _ClassVar[int]
-    LONE_CALL_GAIN_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[Classification]
     category_set_version: str
     policy_version: str
     model_id: str
-    lone_call_gain: float
-    def __init__(self, results: _Optional[_Iterable[_Union[Classification, _Mapping]]] = ..., category_set_version: _Optional[str] = ..., policy_version: _Optional[str] = ..., model_id: _Optional[str] = ..., lone_call_gain: _Optional[float] = ...) -> None: ...
+    def __init__(self, results: _Optional[_Iterable[_Union[Classification, _Mapping]]] = ..., category_set_version: _Optional[str] = ..., policy_version: _Optional[str] = ..., model_id: _Optional[str] = ...) -> None: ...
 
 class InfoRequest(_message.Message):
     __slots__ = ()
