@@ -5,8 +5,11 @@
 #   3. every rendered built-in kind validated by kubernetes-validate --strict (Kubernetes $KUBE_VERSION),
 #      the Ray pod templates too (as core/v1 PodTemplates);
 #   4. every RayService checked against helm/rayservice-schema.json (its serveConfigV2 against the
-#      schema's serveConfig definition), every LocustTest against helm/locusttest-schema.json;
+#      schema's serveConfig definition), every LocustTest against helm/locusttest-schema.json (the loadtest
+#      profile is rendered twice: with locust.io, the default, and with the old locust.cloud group);
 #   5. the values schema rejects a misspelled key.
+# The custom resources are also checked against the operators' own CRDs (../shared/crds, strict field validation)
+# by tests/integration/test_chart_crds.py, and who may reach which port by tests/integration/test_chart_network.py.
 # helm comes from scripts/get_helm.sh: $HELM, a helm on PATH, or one extracted from an npm package into .cache/tools/helm.
 # Python (jsonschema, kubernetes-validate, pyyaml) is $PYTHON, else .venv/bin/python, else python3.
 set -euo pipefail
@@ -44,6 +47,12 @@ for values in "${VALUES[@]}"; do
   "$HELM" template "ci-$name" "$CHART" --namespace mcp-classifier -f "$values" >"$WORK/rendered-$name.yaml" \
     || die "helm template failed for $values"
 done
+# the Locust operator's chart 0.1.5 and older serve LocustTest as locust.cloud/v1 (loadtest.apiGroup)
+say "template: loadtest with loadtest.apiGroup=locust.cloud"
+"$HELM" template ci-loadtest-old-group "$CHART" --namespace mcp-classifier -f "$CHART/ci/loadtest-values.yaml" \
+  --set loadtest.apiGroup=locust.cloud >"$WORK/rendered-loadtest-locust.cloud.yaml" \
+  || die "helm template failed for the loadtest profile with loadtest.apiGroup=locust.cloud"
+grep -q '^apiVersion: locust.cloud/v1$' "$WORK/rendered-loadtest-locust.cloud.yaml" || die "loadtest.apiGroup=locust.cloud did not render a locust.cloud/v1 LocustTest"
 
 # ---- the values schema rejects a misspelled key -----------------------------------------------
 if "$HELM" template typo "$CHART" --set gateway.replicaCont=2 >/dev/null 2>"$WORK/typo.log"; then
@@ -64,7 +73,8 @@ import jsonschema
 import yaml
 
 work, kube_version, schema_path, locust_schema_path, rendered = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
-CRDS = {("ray.io/v1", "RayService"), ("monitoring.coreos.com/v1", "ServiceMonitor"), ("locust.cloud/v1", "LocustTest")}
+LOCUST = {("locust.io/v1", "LocustTest"), ("locust.cloud/v1", "LocustTest")}  # the operator's chart >= 0.1.6, <= 0.1.5
+CRDS = {("ray.io/v1", "RayService"), ("monitoring.coreos.com/v1", "ServiceMonitor"), *LOCUST}
 schema = json.loads(Path(schema_path).read_text())
 jsonschema.Draft7Validator.check_schema(schema)
 rayservice_validator = jsonschema.Draft7Validator(schema)
@@ -101,7 +111,7 @@ for path in rendered:
                     "metadata": {"name": f"{doc['metadata']['name']}-{group}"},
                     "template": spec.get("template", {}),
                 }))
-        elif key == ("locust.cloud/v1", "LocustTest"):
+        elif key in LOCUST:
             for err in locusttest_validator.iter_errors(doc):
                 errors.append(f"{where}: {'/'.join(map(str, err.absolute_path))}: {err.message}")
         elif key in CRDS:

@@ -137,6 +137,67 @@ Addresses
 {{- if .Values.auth.existingSecret }}{{ .Values.auth.existingSecretKey }}{{ else }}api-keys{{ end -}}
 {{- end -}}
 
+{{/* Ray token authentication (embedder.rayAuth): the Secret KubeRay reads the token from (key auth_token). */}}
+{{- define "mcp-classifier.rayAuth.enabled" -}}
+{{- if eq .Values.embedder.rayAuth.mode "token" }}true{{ end -}}
+{{- end -}}
+
+{{- define "mcp-classifier.rayAuth.secretName" -}}
+{{- default (printf "%s-ray-auth" (include "mcp-classifier.fullname" . | trunc 54 | trimSuffix "-")) .Values.embedder.rayAuth.existingSecret -}}
+{{- end -}}
+
+{{/* The gateway holds the Ray token only when it reads the Serve REST API (direct ingress) of a token-protected cluster. */}}
+{{- define "mcp-classifier.gateway.rayToken" -}}
+{{- if and (include "mcp-classifier.rayAuth.enabled" .) .Values.embedder.directIngress.enabled }}true{{ end -}}
+{{- end -}}
+{{- define "mcp-classifier.rayAuthTokenDir" -}}/etc/mcp-classifier/ray-auth{{- end -}}
+{{- define "mcp-classifier.rayAuthTokenFile" -}}/etc/mcp-classifier/ray-auth/auth_token{{- end -}}
+
+{{/* Ray's metrics ports: every node's metrics agent (KubeRay's default metrics-export-port); on the head also the
+autoscaler's and the dashboard's own. */}}
+{{- define "mcp-classifier.ray.metricsPort" -}}8080{{- end -}}
+{{/* Serve's HTTP proxy (serveConfigV2 sets no http_options: Serve's default port). */}}
+{{- define "mcp-classifier.ray.serveHttpPort" -}}8000{{- end -}}
+{{- define "mcp-classifier.ray.autoscalerMetricsPort" -}}44217{{- end -}}
+{{- define "mcp-classifier.ray.dashboardMetricsPort" -}}44227{{- end -}}
+
+{{/* The router edge (networkPolicy.router) is on when it names a namespace or pod labels. */}}
+{{- define "mcp-classifier.router.enabled" -}}
+{{- if or .Values.networkPolicy.router.namespace .Values.networkPolicy.router.podLabels }}true{{ end -}}
+{{- end -}}
+
+{{/* One NetworkPolicyPeer (a list item) from {namespace, podLabels}: the pods with these labels in that namespace;
+labels alone: pods in the release's namespace; a namespace alone: all its pods; both empty: nothing. */}}
+{{- define "mcp-classifier.namedPeer" -}}
+{{- if or .namespace .podLabels }}
+- {{- if .namespace }}
+  namespaceSelector:
+    matchLabels:
+      kubernetes.io/metadata.name: {{ .namespace }}
+  {{- end }}
+  {{- if .podLabels }}
+  podSelector:
+    matchLabels:
+      {{- toYaml .podLabels | nindent 6 }}
+  {{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* Peers of this release always admitted to the gateway when its ingress names sources: the `helm test` pod
+and, with loadtest.enabled, the Locust master and workers. */}}
+{{- define "mcp-classifier.gateway.releasePeers" -}}
+# this release's `helm test` pod
+- podSelector:
+    matchLabels:
+      {{- include "mcp-classifier.selectorLabels" (list . "test") | nindent 6 }}
+{{- if .Values.loadtest.enabled }}
+# this release's Locust master and workers (loadtest.enabled)
+- podSelector:
+    matchLabels:
+      {{- include "mcp-classifier.selectorLabels" (list . "loadtest") | nindent 6 }}
+{{- end }}
+{{- end -}}
+
 {{- define "mcp-classifier.categories.enabled" -}}
 {{- if or .Values.categories.content .Values.categories.existingConfigMap }}true{{ end -}}
 {{- end -}}
@@ -178,6 +239,27 @@ Value checks that a JSON schema cannot express. Included by every workload templ
 {{- end -}}
 {{- if and .Values.auth.apiKeys .Values.auth.existingSecret -}}
 {{- fail "set either auth.apiKeys or auth.existingSecret, not both" -}}
+{{- end -}}
+{{- $np := .Values.networkPolicy -}}
+{{- if include "mcp-classifier.router.enabled" . -}}
+{{- if not $np.enabled -}}
+{{- fail "networkPolicy.router admits a client without API keys: it needs networkPolicy.enabled=true (the policy is then the gateway's only guard)" -}}
+{{- end -}}
+{{- if include "mcp-classifier.auth.enabled" . -}}
+{{- fail "networkPolicy.router is a client that sends no API key: leave auth.apiKeys and auth.existingSecret empty (the gateway would refuse it)" -}}
+{{- end -}}
+{{- if $np.ingress.from -}}
+{{- fail "networkPolicy.router admits exactly one client to a gateway without API keys: leave networkPolicy.ingress.from empty" -}}
+{{- end -}}
+{{- end -}}
+{{- if and $np.enabled (not $np.kuberayOperator.namespace) -}}
+{{- fail "networkPolicy.enabled needs networkPolicy.kuberayOperator.namespace: the KubeRay operator deploys Serve through the Ray head's dashboard port, which the policy opens only to it and the gateway" -}}
+{{- end -}}
+{{- if and .Values.embedder.dashboard.enabled (not .Values.embedder.dashboard.from) -}}
+{{- fail "embedder.dashboard.enabled needs embedder.dashboard.from: the peers that may reach the Ray dashboard" -}}
+{{- end -}}
+{{- if and (include "mcp-classifier.rayAuth.enabled" .) (semverCompare "<2.52.0-0" .Values.embedder.rayVersion) -}}
+{{- fail (printf "embedder.rayAuth.mode token needs Ray 2.52.0 or later (embedder.rayVersion is %s): upgrade Ray or set embedder.rayAuth.mode=disabled" .Values.embedder.rayVersion) -}}
 {{- end -}}
 {{- if and .Values.otel.enabled (not .Values.otel.endpoint) -}}
 {{- fail "otel.enabled needs otel.endpoint" -}}
