@@ -187,6 +187,11 @@ class Settings(BaseSettings):
         "replicas (e.g. http://HEAD:8265); unset, calls go to the grpc:// address.",
         pattern=r"^https?://\S+$",
     )
+    ray_auth_token_file: Path | None = Field(
+        None,
+        description="File holding the Ray cluster's auth token (token authentication, RAY_AUTH_MODE=token): sent as a bearer "
+        "token to the Serve REST API at ray_serve_api_url, re-read on every listing so a rotated Secret takes effect.",
+    )
     replica_refresh_s: float = Field(
         2.0,
         gt=0,
@@ -442,7 +447,7 @@ SETTINGS_GROUPS: tuple[SettingsGroup, ...] = (
         False,
         (
             "serve_app_name", "serve_grpc_port", "ray_num_cpus", "ray_object_store_mb", "ray_throughput_optimized",
-            "ray_direct_ingress", "ray_serve_api_url", "replica_refresh_s", "ray_metrics_port",
+            "ray_direct_ingress", "ray_serve_api_url", "ray_auth_token_file", "replica_refresh_s", "ray_metrics_port",
             "replica_health_check_period_s", "replica_access_log", "replica_num_cpus", "replica_cpu_pinning",
             "replica_num_gpus", "min_replicas", "max_replicas", "target_ongoing_requests", "max_ongoing_requests",
             "grpc_max_attempts",

@@ -75,7 +75,12 @@ def build_grpc_backend(settings: Settings, target: str, *, embedded: bool = Fals
     if settings.ray_direct_ingress and embedded:
         replicas = embedded_target_source(settings.serve_app_name)
     elif settings.ray_direct_ingress and settings.ray_serve_api_url:
-        replicas = serve_api_target_source(settings.ray_serve_api_url, settings.serve_app_name, timeout_s=READY_PROBE_TIMEOUT_S)
+        replicas = serve_api_target_source(
+            settings.ray_serve_api_url,
+            settings.serve_app_name,
+            timeout_s=READY_PROBE_TIMEOUT_S,
+            token_file=settings.ray_auth_token_file,
+        )
     return GrpcBackend(
         target,
         app_name=settings.serve_app_name,

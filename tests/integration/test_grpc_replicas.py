@@ -13,9 +13,11 @@ import json
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import grpc
+import httpx
 import pytest
 from ray.serve._private.common import RequestProtocol
 from ray.serve.schema import Target, TargetGroup
@@ -286,6 +288,10 @@ def test_the_grpc_targets_of_this_app_are_read_from_serves_target_groups(mode: s
     assert grpc_targets({"applications": {}}, APP) == []
 
 
+RAY_TOKEN = "ray-token-from-a-secret-5f2c"
+REQUIRE_TOKEN = threading.Event()  # set: the stand-in answers 401 without RAY_TOKEN, as Ray's token auth does
+
+
 @pytest.fixture
 def serve_api() -> Iterator[str]:
     """A loopback HTTP server standing in for the Ray dashboard's Serve REST API (no dashboard runs here)."""
@@ -293,6 +299,10 @@ def serve_api() -> Iterator[str]:
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            if REQUIRE_TOKEN.is_set() and self.headers.get("Authorization") != f"Bearer {RAY_TOKEN}":
+                self.send_response(401)
+                self.end_headers()
+                return
             found = self.path == "/api/serve/applications/"
             self.send_response(200 if found else 404)
             self.send_header("Content-Type", "application/json")
@@ -313,6 +323,23 @@ def serve_api() -> Iterator[str]:
 def test_a_cluster_gateway_reads_the_replicas_from_the_serve_rest_api(serve_api: str) -> None:
     source = serve_api_target_source(serve_api + "/", APP, timeout_s=2.0)
     assert asyncio.run(source()) == ["10.0.0.7:40000", "10.0.0.7:40001"]
+
+
+def test_a_token_protected_cluster_is_listed_with_the_token_from_its_file(serve_api: str, tmp_path: Path) -> None:
+    token_file = tmp_path / "auth_token"
+    token_file.write_text("stale-token\n")
+    REQUIRE_TOKEN.set()
+    try:
+        without = serve_api_target_source(serve_api, APP, timeout_s=2.0)
+        with pytest.raises(httpx.HTTPStatusError):
+            asyncio.run(without())
+        source = serve_api_target_source(serve_api, APP, timeout_s=2.0, token_file=token_file)
+        with pytest.raises(httpx.HTTPStatusError):
+            asyncio.run(source())  # the wrong token is refused too
+        token_file.write_text(RAY_TOKEN + "\n")  # the Secret rotated: read again on the next listing
+        assert asyncio.run(source()) == ["10.0.0.7:40000", "10.0.0.7:40001"]
+    finally:
+        REQUIRE_TOKEN.clear()
 
 
 def test_light_load_stays_on_one_warm_replica_and_a_call_made_beside_a_busy_one_goes_to_the_other() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -51,12 +52,17 @@ def embedded_target_source(app_name: str) -> TargetSource:
     return targets
 
 
-def serve_api_target_source(base_url: str, app_name: str, timeout_s: float) -> TargetSource:
-    """A cluster's targets, from the Serve REST API on the Ray head (the dashboard port, 8265 by default)."""
+def serve_api_target_source(base_url: str, app_name: str, timeout_s: float, token_file: Path | None = None) -> TargetSource:
+    """A cluster's targets, from the Serve REST API on the Ray head (the dashboard port, 8265 by default).
+
+    On a cluster with Ray's token authentication the API answers 401 without the token: ``token_file`` (a
+    mounted Secret) is read on each listing, so a rotated token is picked up without a restart.
+    """
     url = base_url.rstrip("/") + SERVE_DETAILS_PATH
 
     async def targets() -> list[str]:
-        async with httpx.AsyncClient(timeout=timeout_s) as client:
+        headers = {"Authorization": f"Bearer {token_file.read_text().strip()}"} if token_file is not None else {}
+        async with httpx.AsyncClient(timeout=timeout_s, headers=headers) as client:
             response = await client.get(url)
             response.raise_for_status()
             return grpc_targets(response.json(), app_name)
