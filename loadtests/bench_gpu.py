@@ -39,6 +39,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from mcp_classifier.engine.accel.cuda_graphs import row_bucket
 from mcp_classifier.engine.encoder import TextEncoder, pick_device
+from mcp_classifier.engine.options import EngineOptions
 from mcp_classifier.engine.tokenizer_threads import AUTO, resolve_tokenizer_threads, use_tokenizer_threads
 
 WORDS = (
@@ -286,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     pool_words = f"{tokenizer_pool} threads" if tokenizer_pool else f"every CPU ({os.cpu_count()})"
     use_tokenizer_threads(tokenizer_pool)  # before the encoder loads (it tokenises): the pool keeps the size it starts with
     encoder = TextEncoder(
-        args.model, device=args.device, dtype=args.dtype, forward_overhead_tokens=1e9, pack_width=0
+        args.model, device=args.device, dtype=args.dtype, options=EngineOptions(forward_overhead_tokens=1e9, pack_width=0)
     )  # one forward per batch
     if args.compile:
         encoder.model = torch.compile(encoder.model, dynamic=True)

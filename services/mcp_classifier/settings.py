@@ -251,6 +251,15 @@ class Settings(BaseSettings):
     )
 
     # --- categories ------------------------------------------------------------------------
+    start_cache: bool = Field(
+        True,
+        description="Keep what a start computes from the categories file (the examples' embeddings, the fitted scorer) on "
+        "disk, keyed by the model's files and settings and by each text: the next start with the same file skips both, and "
+        "an edited file re-embeds only the texts that changed.",
+    )
+    start_cache_dir: Path | None = Field(
+        None, description="Where the start cache lives; unset: $XDG_CACHE_HOME/mcp-classifier, else ~/.cache/mcp-classifier."
+    )
     categories_file: Path | None = Field(
         None, description="YAML/JSON file with categories, examples and routing policy; the packaged default when unset."
     )
@@ -397,7 +406,8 @@ SETTINGS_GROUPS: tuple[SettingsGroup, ...] = (
         "Model and categories",
         True,
         (
-            "model", "device", "dtype", "pooling", "query_instruction", "max_seq_length", "categories_file",
+            "model", "device", "dtype", "pooling", "query_instruction", "max_seq_length", "categories_file", "start_cache",
+            "start_cache_dir",
             "scoring_method", "middle_layer_features", "lexical_scoring", "token_matching",
         ),
     ),

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from mcp_classifier.engine.encoder import TextEncoder
+from mcp_classifier.engine.options import EngineOptions
 from tests.integration.test_batch_plan import MIXED_TEXTS
 from tests.support.compile_backends import failing_backend
 from tests.support.tiny_models import build_tiny_qwen3
@@ -28,7 +29,7 @@ def tiny_qwen3_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def plain(tiny_qwen3_path: Path) -> Iterator[TextEncoder]:
     """Layers as transformers runs them; a test compiles them itself."""
-    encoder = TextEncoder(str(tiny_qwen3_path), device="cpu", forward_overhead_tokens=60.0, pack_width=24)
+    encoder = TextEncoder(str(tiny_qwen3_path), device="cpu", options=EngineOptions(forward_overhead_tokens=60.0, pack_width=24))
     yield encoder
     encoder.uncompile_layers()
     torch._dynamo.reset()
@@ -72,6 +73,6 @@ def test_a_compile_that_fails_leaves_the_encoder_running_as_before(plain: TextEn
 
 
 def test_auto_leaves_a_model_on_the_cpu_as_transformers_wrote_it(tiny_qwen3_path: Path) -> None:
-    encoder = TextEncoder(str(tiny_qwen3_path), device="cpu", compiled_layers="auto", forward_overhead_tokens=60.0)
+    encoder = TextEncoder(str(tiny_qwen3_path), device="cpu", options=EngineOptions(compiled_layers="auto", forward_overhead_tokens=60.0))
     assert encoder.compiled_layer_count == 0
     assert all(layer._compiled_call_impl is None for layer in encoder.model.layers)

@@ -10,6 +10,7 @@ import pytest
 from mcp_classifier.classify.categories import load_categories
 from mcp_classifier.classify.classifier import Classifier
 from mcp_classifier.engine.encoder import TextEncoder, detect_pooling, resolve_model_path
+from mcp_classifier.engine.options import EngineOptions
 from tests.support.tiny_models import build_tiny_qwen3
 
 INSTRUCTION = "Given a user query, identify which topic category it belongs to"
@@ -23,7 +24,9 @@ def qwen3_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def encoder(qwen3_dir: Path) -> TextEncoder:
     # A forward "costs" more than any padding here, so every batch stays one padded model call.
-    return TextEncoder(str(qwen3_dir), device="cpu", instruction=INSTRUCTION, batch_size=8, forward_overhead_tokens=1e9)
+    return TextEncoder(
+        str(qwen3_dir), device="cpu", instruction=INSTRUCTION, options=EngineOptions(batch_size=8, forward_overhead_tokens=1e9)
+    )
 
 
 def test_decoder_model_gets_last_token_pooling_and_left_padding(encoder: TextEncoder) -> None:

@@ -20,6 +20,7 @@ from torch.nn import functional
 from mcp_classifier.classify.classifier import Classifier
 from mcp_classifier.engine.accel import fp16_weights
 from mcp_classifier.engine.encoder import TextEncoder
+from mcp_classifier.engine.options import EngineOptions
 from mcp_classifier.settings import Settings
 from mcp_classifier.wiring import build_classifier
 
@@ -74,7 +75,7 @@ def test_copies_that_change_embeddings_are_dropped(
         return functional.linear(inputs, -self.weight, self.bias)
 
     monkeypatch.setattr(fp16_weights, "_small_call_forward", spoiled)
-    with caplog.at_level(logging.WARNING, logger="mcp_classifier.engine.encoder"):
+    with caplog.at_level(logging.WARNING, logger="mcp_classifier.engine.accel.verify"):
         assert encoder.use_fp16_weights(64) == 0
     assert swapped_limits(encoder) == set()
     assert "differ from the model's own" in caplog.text
@@ -92,7 +93,9 @@ def test_asking_again_sets_the_new_size_and_zero_is_fp32_throughout(encoder: Tex
 
 
 def test_a_bf16_model_takes_no_copies() -> None:
-    encoder = TextEncoder("builtin:minilm", device="cpu", dtype="bfloat16", forward_overhead_tokens=30.0, fp16_weights_max_tokens=64)
+    encoder = TextEncoder(
+        "builtin:minilm", device="cpu", dtype="bfloat16", options=EngineOptions(forward_overhead_tokens=30.0, fp16_weights_max_tokens=64)
+    )
     assert encoder.dtype is torch.bfloat16
     assert encoder.fp16_weights_max_tokens == 0
     assert not any(hasattr(m, "_fp16_packed_weight") for m in encoder.model.modules())

@@ -9,9 +9,10 @@ import pytest
 import torch
 from transformers import Qwen3Model
 
-from mcp_classifier.engine import encoder as encoder_module
+from mcp_classifier.engine.accel import fused_norms as fused_norms_module
 from mcp_classifier.engine.accel.fused_norms import fuse_rms_norms, rms_norm_epsilon
 from mcp_classifier.engine.encoder import TextEncoder
+from mcp_classifier.engine.options import EngineOptions, Switch
 from tests.integration.test_batch_plan import MIXED_TEXTS
 from tests.support.tiny_models import build_tiny_qwen3
 
@@ -32,8 +33,8 @@ def tiny_qwen3_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def encoder(path: Path, fused_norms: str) -> TextEncoder:
-    return TextEncoder(str(path), device="cpu", fused_norms=fused_norms, forward_overhead_tokens=60.0, pack_width=24)  # type: ignore[arg-type]
+def encoder(path: Path, fused_norms: Switch) -> TextEncoder:
+    return TextEncoder(str(path), device="cpu", options=EngineOptions(fused_norms=fused_norms, forward_overhead_tokens=60.0, pack_width=24))
 
 
 def test_every_qwen3_norm_runs_fused_and_the_embeddings_stay_the_models_own(tiny_qwen3_path: Path) -> None:
@@ -50,7 +51,8 @@ def test_auto_leaves_a_model_on_the_cpu_as_transformers_wrote_it(tiny_qwen3_path
 
 
 def test_an_encoder_without_rms_norms_has_nothing_to_fuse() -> None:
-    assert TextEncoder("builtin:minilm", device="cpu", fused_norms="on", forward_overhead_tokens=60.0).fused_norm_layers == 0
+    minilm = TextEncoder("builtin:minilm", device="cpu", options=EngineOptions(fused_norms="on", forward_overhead_tokens=60.0))
+    assert minilm.fused_norm_layers == 0
 
 
 def test_fused_layers_go_back_where_whole_embeddings_would_drift(
@@ -63,7 +65,7 @@ def test_fused_layers_go_back_where_whole_embeddings_would_drift(
                 module._fused_rms_norm_epsilon = 100.0
         return swapped
 
-    monkeypatch.setattr(encoder_module, "fuse_rms_norms", fuse_with_a_wrong_epsilon)
+    monkeypatch.setattr(fused_norms_module, "fuse_rms_norms", fuse_with_a_wrong_epsilon)
     drifted = encoder(tiny_qwen3_path, "on")
     assert drifted.fused_norm_layers == 0
     assert "fused norms are off" in caplog.text

@@ -17,6 +17,7 @@ from transformers.models.qwen3 import modeling_qwen3
 
 from mcp_classifier.engine.accel.fused_rotary import ROTARY_FUNCTION, CompiledRotary, unfuse_rotary
 from mcp_classifier.engine.encoder import TextEncoder
+from mcp_classifier.engine.options import EngineOptions
 from tests.integration.test_batch_plan import MIXED_TEXTS
 from tests.support.compile_backends import failing_backend
 from tests.support.tiny_models import build_tiny_qwen3
@@ -31,7 +32,7 @@ def tiny_qwen3_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def plain(tiny_qwen3_path: Path) -> Iterator[TextEncoder]:
     """Rotary embeddings as transformers applies them; a test fuses them itself."""
     original = getattr(modeling_qwen3, ROTARY_FUNCTION)
-    encoder = TextEncoder(str(tiny_qwen3_path), device="cpu", forward_overhead_tokens=60.0, pack_width=24)
+    encoder = TextEncoder(str(tiny_qwen3_path), device="cpu", options=EngineOptions(forward_overhead_tokens=60.0, pack_width=24))
     yield encoder
     unfuse_rotary(encoder.model)
     torch._dynamo.reset()  # torch.compile's cache for the function has a recompile limit
@@ -73,6 +74,8 @@ def test_a_compile_that_fails_leaves_the_encoder_running_as_before(plain: TextEn
 
 
 def test_auto_leaves_a_model_on_the_cpu_as_transformers_wrote_it_and_minilm_has_nothing_to_fuse(tiny_qwen3_path: Path) -> None:
-    assert TextEncoder(str(tiny_qwen3_path), device="cpu", fused_rotary="auto", forward_overhead_tokens=60.0).fused_rotary_layers == 0
+    auto = TextEncoder(str(tiny_qwen3_path), device="cpu", options=EngineOptions(fused_rotary="auto", forward_overhead_tokens=60.0))
+    assert auto.fused_rotary_layers == 0
     assert not isinstance(getattr(modeling_qwen3, ROTARY_FUNCTION), CompiledRotary)
-    assert TextEncoder("builtin:minilm", device="cpu", fused_rotary="on", forward_overhead_tokens=60.0).fused_rotary_layers == 0
+    minilm = TextEncoder("builtin:minilm", device="cpu", options=EngineOptions(fused_rotary="on", forward_overhead_tokens=60.0))
+    assert minilm.fused_rotary_layers == 0

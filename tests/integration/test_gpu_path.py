@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from mcp_classifier.engine.encoder import TextEncoder, pick_dtype
+from mcp_classifier.engine.options import EngineOptions
 from mcp_classifier.settings import Settings
 from mcp_classifier.wiring import build_classifier
 from tests.integration.test_batch_plan import MIXED_TEXTS
@@ -41,8 +42,8 @@ def test_dtype_choice_with_mocked_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine: real CUDA graphs run only on a GPU host")
 def test_cuda_graphs_are_on_by_default_on_cuda_and_agree_with_eager_forwards(tmp_path: Path) -> None:
     path = str(build_tiny_qwen3(tmp_path))
-    graphed = TextEncoder(path, device="cuda", cuda_graphs="auto", batch_size=8)
-    eager = TextEncoder(path, device="cuda", cuda_graphs="off", batch_size=8)
+    graphed = TextEncoder(path, device="cuda", options=EngineOptions(cuda_graphs="auto", batch_size=8))
+    eager = TextEncoder(path, device="cuda", options=EngineOptions(cuda_graphs="off", batch_size=8))
     assert graphed.cuda_graphs is not None and eager.cuda_graphs is None
     texts = MIXED_TEXTS * 3
     got, expected = graphed.encode(texts), eager.encode(texts)
@@ -55,8 +56,8 @@ def test_cuda_graphs_are_on_by_default_on_cuda_and_agree_with_eager_forwards(tmp
 )
 def test_fused_norms_are_on_by_default_on_cuda_and_agree_with_transformers_norms(tmp_path: Path) -> None:
     path = str(build_tiny_qwen3(tmp_path))
-    fused = TextEncoder(path, device="cuda", fused_norms="auto", cuda_graphs="off")
-    plain = TextEncoder(path, device="cuda", fused_norms="off", cuda_graphs="off")
+    fused = TextEncoder(path, device="cuda", options=EngineOptions(fused_norms="auto", cuda_graphs="off"))
+    plain = TextEncoder(path, device="cuda", options=EngineOptions(fused_norms="off", cuda_graphs="off"))
     assert fused.fused_norm_layers == 4 * fused.model.config.num_hidden_layers + 1 and plain.fused_norm_layers == 0
     texts = MIXED_TEXTS * 3
     assert np.min(np.sum(fused.encode(texts) * plain.encode(texts), axis=1)) > 0.999
@@ -65,7 +66,7 @@ def test_fused_norms_are_on_by_default_on_cuda_and_agree_with_transformers_norms
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine: real CUDA graphs run only on a GPU host")
 def test_cuda_graphs_captured_at_load_keep_no_activations_alive(tmp_path: Path) -> None:
     """A graph's output lives as long as the graph: with autograd history it held every layer's activations."""
-    graphed = TextEncoder(str(build_tiny_qwen3(tmp_path)), device="cuda", cuda_graphs="auto", batch_size=8)
+    graphed = TextEncoder(str(build_tiny_qwen3(tmp_path)), device="cuda", options=EngineOptions(cuda_graphs="auto", batch_size=8))
     graphs = graphed.cuda_graphs
     assert graphs is not None and len(graphs.shapes) >= 16  # rows 1..8 at the four query widths, warmed at load
     assert all(graph.hidden.grad_fn is None and not graph.hidden.requires_grad for graph in graphs._graphs.values())
@@ -78,10 +79,10 @@ def test_fused_rotary_compiles_on_cuda_and_agrees_with_transformers_inside_cuda_
     from mcp_classifier.engine.accel.fused_rotary import unfuse_rotary
 
     path = str(build_tiny_qwen3(tmp_path))
-    plain = TextEncoder(path, device="cuda", cuda_graphs="auto", batch_size=8)
+    plain = TextEncoder(path, device="cuda", options=EngineOptions(cuda_graphs="auto", batch_size=8))
     texts = MIXED_TEXTS * 3
     expected = plain.encode(texts)
-    fused = TextEncoder(path, device="cuda", cuda_graphs="auto", fused_rotary="on", batch_size=8)
+    fused = TextEncoder(path, device="cuda", options=EngineOptions(cuda_graphs="auto", fused_rotary="on", batch_size=8))
     try:
         assert fused.fused_rotary_layers == fused.model.config.num_hidden_layers
         assert fused.cuda_graphs is not None  # captured with the compiled kernel inside
@@ -95,10 +96,12 @@ def test_fused_rotary_compiles_on_cuda_and_agrees_with_transformers_inside_cuda_
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine: Triton kernels compile only on a GPU host")
 def test_compiled_layers_compile_on_cuda_and_agree_with_transformers_inside_cuda_graphs(tmp_path: Path) -> None:
     path = str(build_tiny_qwen3(tmp_path))
-    plain = TextEncoder(path, device="cuda", cuda_graphs="auto", batch_size=8)
+    plain = TextEncoder(path, device="cuda", options=EngineOptions(cuda_graphs="auto", batch_size=8))
     texts = MIXED_TEXTS * 3
     expected = plain.encode(texts)
-    compiled = TextEncoder(path, device="cuda", cuda_graphs="auto", fused_norms="auto", compiled_layers="auto", batch_size=8)
+    compiled = TextEncoder(
+        path, device="cuda", options=EngineOptions(cuda_graphs="auto", fused_norms="auto", compiled_layers="auto", batch_size=8)
+    )
     try:
         assert compiled.compiled_layer_count == compiled.model.config.num_hidden_layers
         assert compiled.cuda_graphs is not None  # captured with the compiled kernels inside

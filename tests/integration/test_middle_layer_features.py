@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from mcp_classifier.engine.encoder import MiddleLayer, TextEncoder
+from mcp_classifier.engine.options import EngineOptions
 from mcp_classifier.settings import Settings
 from mcp_classifier.wiring import build_classifier
 from tests.integration.test_batch_plan import MIXED_TEXTS, reference_vectors
@@ -20,7 +21,12 @@ from tests.support.tiny_models import build_tiny_qwen3
 
 def _encoder(middle_layer: MiddleLayer) -> TextEncoder:
     # rows of 24 tokens and eight texts a call, so the packed path runs over several calls
-    return TextEncoder("builtin:minilm", device="cpu", forward_overhead_tokens=60.0, pack_width=24, batch_size=8, middle_layer=middle_layer)
+    return TextEncoder(
+        "builtin:minilm",
+        device="cpu",
+        middle_layer=middle_layer,
+        options=EngineOptions(forward_overhead_tokens=60.0, pack_width=24, batch_size=8),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -75,9 +81,9 @@ def test_tool_filter_vectors_stay_the_models_embedding_while_classification_uses
 def test_a_decoder_embedder_pools_its_middle_layer_the_same_way(tmp_path: Path) -> None:
     """Last-token pooling with left padding, at the middle layer too; its embedding part is the plain encoder's vector."""
     path = build_tiny_qwen3(tmp_path)
-    plain = TextEncoder(str(path), device="cpu", forward_overhead_tokens=1.0)
+    plain = TextEncoder(str(path), device="cpu", options=EngineOptions(forward_overhead_tokens=1.0))
     assert plain.pooling == "last" and plain.feature_layers == (-1,)
-    asked = TextEncoder(str(path), device="cpu", forward_overhead_tokens=1.0, middle_layer="on")
+    asked = TextEncoder(str(path), device="cpu", middle_layer="on", options=EngineOptions(forward_overhead_tokens=1.0))
     layers = asked.model.config.num_hidden_layers
     assert asked.feature_layers == (-1, layers // 2)
     texts = ["hi there", "a longer text than the first one"]

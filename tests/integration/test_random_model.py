@@ -9,13 +9,16 @@ import numpy as np
 import pytest
 
 from mcp_classifier.engine.encoder import TextEncoder
+from mcp_classifier.engine.options import EngineOptions
 
 pytestmark = pytest.mark.slow
 
 
 def test_the_random_qwen3_architecture_embeds_offline_like_the_real_one(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING):
-        encoder = TextEncoder("random:qwen3-embedding-0.6b", device="cpu", instruction="Classify the query", forward_overhead_tokens=50)
+        encoder = TextEncoder(
+            "random:qwen3-embedding-0.6b", device="cpu", instruction="Classify the query", options=EngineOptions(forward_overhead_tokens=50)
+        )
     assert "RANDOM weights" in caplog.text
     assert (encoder.pooling, encoder.dimensions, encoder.tokenizer.padding_side) == ("last", 1024, "left")
     assert encoder.query_prefix.startswith("Instruct: Classify the query")

@@ -17,6 +17,7 @@ from mcp_classifier.backend.base import EmbeddingKind
 from mcp_classifier.cache.metrics import RedisMetrics
 from mcp_classifier.cache.redis_link import RedisLink
 from mcp_classifier.engine.encoder import TextEncoder
+from mcp_classifier.engine.options import EngineOptions
 from mcp_classifier.settings import Settings
 from mcp_classifier.toolfilter.tool_ranking import tool_summary
 from mcp_classifier.wiring import build_dispatcher, build_local_backend, build_tool_filter
@@ -92,11 +93,13 @@ async def _scenario(redis: RedisServer) -> None:
         encoder = TextEncoder(
             "builtin:minilm",
             device="cpu",
-            batch_size=settings.batch_size,
             max_seq_length=settings.max_seq_length,
-            pack_width=settings.pack_width_tokens,
-            forward_overhead_tokens=service.forward_overhead_tokens,
-            fp16_weights_max_tokens=settings.fp16_weights_max_tokens,
+            options=EngineOptions(
+                batch_size=settings.batch_size,
+                pack_width=settings.pack_width_tokens,
+                forward_overhead_tokens=service.forward_overhead_tokens,
+                fp16_weights_max_tokens=settings.fp16_weights_max_tokens,
+            ),
         )
         documents = encoder.encode_documents([tool_summary(t, settings.max_text_length) for t in tools])
         scores = documents @ encoder.encode_queries([query])[0]

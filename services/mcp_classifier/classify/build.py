@@ -14,7 +14,9 @@ from ..settings import Settings
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # torch is imported only when a model is built: the gateway image has none
+    from ..engine.encoder import TextEncoder
     from .classifier import Classifier
+    from .start_cache import StartCache
 
 
 def build_classifier(settings: Settings) -> Classifier:
@@ -23,6 +25,7 @@ def build_classifier(settings: Settings) -> Classifier:
     from threadpoolctl import threadpool_limits
 
     from ..engine.encoder import TextEncoder, pick_device
+    from ..engine.options import EngineOptions
     from ..engine.tokenizer_threads import apply_tokenizer_threads
     from .categories import load_categories
     from .classifier import Classifier
@@ -47,17 +50,26 @@ def build_classifier(settings: Settings) -> Classifier:
         query_instruction=settings.query_instruction,
         instruction=config.instruction,
         max_seq_length=settings.max_seq_length,
-        batch_size=settings.batch_size,
-        forward_overhead_tokens=settings.forward_overhead_tokens,
-        pack_width=settings.pack_width_tokens,
         middle_layer=settings.middle_layer_features,
-        cuda_graphs=settings.cuda_graphs,
-        fused_norms=settings.fused_norms,
-        fused_rotary=settings.fused_rotary,
-        compiled_layers=settings.compiled_layers,
-        fp16_weights_max_tokens=settings.fp16_weights_max_tokens,
+        options=EngineOptions.from_settings(settings),
     )
-    return Classifier(encoder, config, settings.scoring_method, settings.lexical_scoring, settings.token_matching)
+    return Classifier(
+        encoder, config, settings.scoring_method, settings.lexical_scoring, settings.token_matching, start_cache(settings, encoder)
+    )
+
+
+def start_cache(settings: Settings, encoder: TextEncoder) -> StartCache | None:
+    """The on-disk cache of the category texts' embeddings and the fitted scorer, where the model has files to key it by."""
+    from ..engine.encoder import resolve_model_path
+    from ..engine.random_models import is_random_model
+    from .start_cache import StartCache, default_cache_dir, model_signature
+
+    if not settings.start_cache or is_random_model(settings.model):
+        return None
+    info = encoder.info
+    described = (settings.model, info.device, info.dtype, info.pooling, info.dimensions, encoder.max_seq_length, encoder.feature_layers)
+    signature = model_signature(resolve_model_path(settings.model), described)
+    return StartCache(settings.start_cache_dir or default_cache_dir(), signature) if signature else None
 
 
 def model_calls_in_flight(settings: Settings) -> int:

@@ -16,6 +16,7 @@ from .results import ClassificationResult, ClassifierInfo
 from .routing import RoutingPolicy
 from .scorers import ScoringMethod
 from .scoring import entropy_nats
+from .start_cache import StartCache
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +31,10 @@ class Classifier:
         scoring_method: ScoringMethod = "auto",
         lexical: LexicalMode = "auto",
         token_matching: TokenMatching = "off",
+        cache: StartCache | None = None,
     ) -> None:
         self.encoder = encoder
+        self._cache = cache  # what a start computed from the categories file, kept on disk (classify/start_cache.py)
         self.scoring_method: ScoringMethod = scoring_method
         self.lexical: LexicalMode = lexical
         self.token_matching: TokenMatching = token_matching
@@ -40,7 +43,12 @@ class Classifier:
 
     def _install(self, config: CategoryConfig) -> None:
         index = CategoryIndex.build(
-            config, encoder=self.encoder, method=self.scoring_method, lexical=self.lexical, token_matching=self.token_matching
+            config,
+            encoder=self.encoder,
+            method=self.scoring_method,
+            lexical=self.lexical,
+            token_matching=self.token_matching,
+            cache=self._cache,
         )
         # The versions hash the whole file: worked out once here, not on every info read (each Classify RPC).
         versions = (config.category_set_version, config.policy_version)

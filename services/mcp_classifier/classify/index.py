@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -12,6 +13,7 @@ from .categories import CategoryConfig
 from .fusion import CategoryScorer, LexicalMode, TokenMatching, fit_category_scorer
 from .scorers import ScoringMethod
 from .scoring import Calibration
+from .start_cache import StartCache, content_key
 from .token_match import CategoryTokens, TokenSet
 
 
@@ -31,7 +33,9 @@ class CategoryIndex:
         method: ScoringMethod = "auto",
         lexical: LexicalMode = "auto",
         token_matching: TokenMatching = "off",
+        cache: StartCache | None = None,
     ) -> CategoryIndex:
+        """Embed the category texts and fit the scorer; with ``cache``, what an earlier start computed is reused."""
         texts: list[str] = []
         labels: list[int] = []
         for idx, category in enumerate(config.categories):
@@ -41,17 +45,33 @@ class CategoryIndex:
         label_array = np.asarray(labels, dtype=np.int64)
         tokens = None
         if token_matching == "off":
-            vectors = encoder.encode_documents(texts + descriptions)
+            vectors = (
+                cache.documents(encoder, texts + descriptions, with_tokens=False)[0]
+                if cache
+                else encoder.encode_documents(texts + descriptions)
+            )
         else:
-            vectors, example_tokens = encoder.encode_with_tokens(texts + descriptions, query=False)
+            embed = (
+                functools.partial(cache.documents, encoder, with_tokens=True)
+                if cache
+                else functools.partial(encoder.encode_with_tokens, query=False)
+            )
+            vectors, example_tokens = embed(texts + descriptions)
             # A category's own tokens are its name's and description's: the words its BM25 document starts from.
-            _, own_tokens = encoder.encode_with_tokens(category_texts(config), query=False)
+            _, own_tokens = embed(category_texts(config))
+            assert example_tokens is not None and own_tokens is not None
             tokens = CategoryTokens(own_tokens, example_tokens[: len(texts)], label_array, device=encoder.device)
         example_vectors, description_vectors = vectors[: len(texts)], vectors[len(texts) :]
-        scorer = fit_category_scorer(
-            method, example_vectors, texts, label_array, description_vectors, category_texts(config), lexical, tokens
-        )
-        return cls(config, example_vectors, label_array, description_vectors, scorer)
+
+        def fit() -> CategoryScorer:
+            return fit_category_scorer(
+                method, example_vectors, texts, label_array, description_vectors, category_texts(config), lexical, tokens
+            )
+
+        if cache is None:
+            return cls(config, example_vectors, label_array, description_vectors, fit())
+        key = content_key(texts, labels, descriptions, category_texts(config), method, lexical, token_matching)
+        return cls(config, example_vectors, label_array, description_vectors, cache.fitted(key, fit))
 
     @property
     def calibration(self) -> Calibration:

@@ -10,7 +10,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, cast
 
@@ -18,14 +18,14 @@ import numpy as np
 import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
-from .accel import compiled_layers as layer_compile
-from .accel import fused_rotary as rotary_swap
-from .accel.cuda_graphs import WARM_WIDTHS, Capture, GraphedForward
-from .accel.fp16_weights import drop_fp16_weights, fp16_weights_available, use_fp16_weights
-from .accel.fused_norms import fuse_rms_norms, unfuse_rms_norms
+from .accel import CALL_SPEED_UPS, MODEL_SPEED_UPS, CompiledLayers, CudaGraphs, Fp16Weights, FusedNorms, FusedRotary, SpeedUp
+from .accel.cuda_graphs import Capture, GraphedForward
+from .accel.fused_rotary import CompileBackend
+from .accel.verify import apply_checked, lowest_cosine, undo
 from .batch_plan import plan_cost, plan_sub_batches
 from .cpu_features import amx_bf16_available
 from .errors import ModelLoadError
+from .options import EngineOptions
 from .packing import PackedBatch, Pooling, attention_mask, pack, packed_cost, pool_packed, split_calls
 from .random_models import build_random_model, is_random_model, random_model_config
 
@@ -41,10 +41,6 @@ _DECODER_MODEL_TYPES = {"qwen2", "qwen3", "llama", "mistral", "gemma", "gemma2",
 
 
 MiddleLayer = Literal["on", "off"]
-CudaGraphs = Literal["auto", "on", "off"]
-FusedNorms = Literal["auto", "on", "off"]
-FusedRotary = Literal["auto", "on", "off"]
-CompiledLayers = Literal["auto", "on", "off"]
 
 # Texts of several lengths sharing packed rows: a text that saw its neighbours, or a wrong position, shows.
 _PROBE_TEXTS = [f"probe {'word ' * n}for packing" for n in (1, 3, 7, 12, 2, 5)]
@@ -132,17 +128,11 @@ class TextEncoder:
         query_instruction: str = "auto",
         instruction: str = "",
         max_seq_length: int = 256,
-        batch_size: int = 32,
-        forward_overhead_tokens: float = 0.0,
-        pack_width: int = 0,
         middle_layer: MiddleLayer = "off",
-        cuda_graphs: CudaGraphs = "off",
-        fused_norms: FusedNorms = "off",
-        fused_rotary: FusedRotary = "off",
-        compiled_layers: CompiledLayers = "off",
-        fp16_weights_max_tokens: int = 0,
+        options: EngineOptions = EngineOptions(),
     ) -> None:
         self.model_id = model
+        self.options = options  # as asked; what is in effect: batch_size, forward_overhead_tokens, pack_width, applied
         path = resolve_model_path(model)
         self.device = pick_device(device)
         self.dtype = pick_dtype(dtype, self.device)
@@ -176,7 +166,7 @@ class TextEncoder:
         # An embedding service never trains: no parameter asks autograd to record a forward.
         self.model.to(self.device).eval().requires_grad_(False)
         self.max_seq_length = max_seq_length
-        self.batch_size = batch_size
+        self.batch_size = options.batch_size
         use_instruction = query_instruction == "always" or (query_instruction == "auto" and self.pooling == "last")
         self.query_prefix = f"Instruct: {instruction}\nQuery:" if use_instruction and instruction else ""
         # Token matching leaves out the instruction's tokens and the model's special ones (encode_with_tokens).
@@ -188,7 +178,8 @@ class TextEncoder:
         self._causal = is_decoder_family(self.model.config) or bool(getattr(self.model.config, "is_decoder", False))
         # A decoder would fill a KV cache on every forward by default: an embedding needs none.
         self._no_cache = {"use_cache": False} if "use_cache" in inspect.signature(self.model.forward).parameters else {}
-        self._graphs: GraphedForward | None = None  # set after the packing check, below
+        self.cuda_graphs: GraphedForward | None = None  # set by the CUDA graphs speed-up, after the packing check
+        self.applied: dict[str, int] = {}  # what each speed-up in place changed, by its name
         # hidden_states indices pooled into the classification features: the last layer, and the middle one where asked.
         self.feature_layers = self._feature_layers(middle_layer)
         if len(self.feature_layers) > 1:
@@ -199,27 +190,14 @@ class TextEncoder:
         # HF fast tokenizers change their padding/truncation state per call: not safe to share
         # across threads, so calls are serialised (the forward itself runs concurrently).
         self._tokenizer_lock = threading.Lock()
-        self.fused_norm_layers = 0  # RMSNorm layers on torch's fused op (fused_norms)
-        if self._on_where_cuda(fused_norms):
-            self.fuse_norms()
-        self.fused_rotary_layers = 0  # attention layers whose rotary embeddings run compiled (fused_rotary)
-        if self._on_where_cuda(fused_rotary):
-            self.fuse_rotary()
-        self.compiled_layer_count = 0  # layers of the model's stack run through torch.compile (compiled_layers)
-        if self._on_where_cuda(compiled_layers):
-            self.compile_layers()
+        self._apply_wanted(MODEL_SPEED_UPS)  # first: the forward's cost, measured next, is their kernels'
         # How costly a model call is next to padding: decides how a mixed batch is split (batch_plan).
-        self.forward_overhead_tokens = forward_overhead_tokens or self.measure_forward_overhead()
+        self.forward_overhead_tokens = options.forward_overhead_tokens or self.measure_forward_overhead()
         log.info("one forward costs about as much as %.0f tokens of padding", self.forward_overhead_tokens)
-        self.pack_width = pack_width if pack_width and self._packing_matches_padding() else 0
+        self.pack_width = options.pack_width if options.pack_width and self._packing_matches_padding() else 0
         if self.pack_width:
             log.info("texts are packed into rows of about %d tokens (packed and padded embeddings agree)", self.pack_width)
-        # After the forward overhead is measured: batches are planned for the fp32 calls that large batches make.
-        self.fp16_weights_max_tokens = 0  # calls of at most this many tokens use the fp16 copies (0: none)
-        if fp16_weights_max_tokens:
-            self.use_fp16_weights(fp16_weights_max_tokens)
-        if self._wants_graphs(cuda_graphs):
-            self.enable_cuda_graphs()
+        self._apply_wanted(CALL_SPEED_UPS)  # last: they serve the batch plan and the pack width
 
     @property
     def info(self) -> EncoderInfo:
@@ -314,12 +292,12 @@ class TextEncoder:
 
     def _encode(self, features: dict[str, list[list[int]]], request: _TokenRequest | None = None) -> np.ndarray:
         self.last_batch_tokens = int(sum(len(ids) for ids in features["input_ids"]))  # read by tracing (forward span attribute)
-        if self._graphs is not None:
-            batch, packed_order = pack(features["input_ids"], self.pack_width, self._pad_id)
+        if self.cuda_graphs is not None:
+            batch, packed_order = pack(features["input_ids"], self.pack_width, self.pad_id)
             return self._run_packed(batch, packed_order, split_calls(batch, self.batch_size), request)
         order, groups, padded_cost = self._padded_plan(features)
         if self.pack_width and len(features["input_ids"]) > 1:  # one text has no padding to save
-            batch, packed_order = pack(features["input_ids"], self.pack_width, self._pad_id)
+            batch, packed_order = pack(features["input_ids"], self.pack_width, self.pad_id)
             calls = split_calls(batch, self.batch_size)
             if packed_cost(batch, calls, self.forward_overhead_tokens) < padded_cost:
                 return self._run_packed(batch, packed_order, calls, request)
@@ -345,7 +323,7 @@ class TextEncoder:
 
     def _encode_packed(self, token_ids: list[list[int]], width: int) -> np.ndarray:
         """Packed rows whatever the cost (the load-time check)."""
-        batch, order = pack(token_ids, width, self._pad_id)
+        batch, order = pack(token_ids, width, self.pad_id)
         return self._run_packed(batch, order, split_calls(batch, self.batch_size))
 
     def _run_packed(self, batch: PackedBatch, order: np.ndarray, calls: list[slice], request: _TokenRequest | None = None) -> np.ndarray:
@@ -426,16 +404,13 @@ class TextEncoder:
         return features.cpu().numpy()
 
     @property
-    def _pad_id(self) -> int:
+    def pad_id(self) -> int:
         return int(self.tokenizer.pad_token_id)
-
-    def _forward_packed(self, batch: PackedBatch) -> np.ndarray:
-        return self._forward_packed_with_hidden(batch)[0]
 
     @torch.inference_mode()
     def _forward_packed_with_hidden(self, batch: PackedBatch) -> tuple[np.ndarray, torch.Tensor]:
-        if self._graphs is not None:
-            hidden = self._graphs(batch.input_ids, batch.position_ids, batch.segment_ids)
+        if self.cuda_graphs is not None:
+            hidden = self.cuda_graphs(batch.input_ids, batch.position_ids, batch.segment_ids)
             if hidden is not None:  # else past the graphs' caps: eagerly, below
                 return self._pooled_features([hidden], lambda hidden: pool_packed(hidden, batch, self.pooling)), hidden
         ids, positions, segments = (torch.from_numpy(a).to(self.device) for a in (batch.input_ids, batch.position_ids, batch.segment_ids))
@@ -447,223 +422,72 @@ class TextEncoder:
             inputs["token_type_ids"] = torch.zeros_like(input_ids)
         return inputs
 
-    def _last_hidden_packed(self, input_ids: torch.Tensor, position_ids: torch.Tensor, segment_ids: torch.Tensor) -> torch.Tensor:
+    def last_hidden_packed(self, input_ids: torch.Tensor, position_ids: torch.Tensor, segment_ids: torch.Tensor) -> torch.Tensor:
         """The forward a CUDA graph records: packed inputs on the device in, the last layer out."""
         return self.model(**self._packed_inputs(input_ids, position_ids, segment_ids), **self._no_cache).last_hidden_state
 
-    def _on_where_cuda(self, choice: FusedNorms | FusedRotary | CompiledLayers) -> bool:
-        """auto: on CUDA only, where fusing saves passes over GPU memory; on the CPU the same steps run either way, or slower
-        (compiled layers: a lone MiniLM text 19-21 against 14 ms on a 2-core EPYC, docs/decisions/0020-compiled-layers.md)."""
-        return choice == "on" or (choice == "auto" and self.device.type == "cuda")
+    def _apply_wanted(self, speed_ups: Sequence[SpeedUp]) -> None:
+        for speed_up in speed_ups:
+            if speed_up.wanted(self.device, self.options):
+                self.apply_speed_up(speed_up)
 
-    def _probe_alone(self) -> tuple[dict[str, list[list[int]]], np.ndarray]:
-        """The probe texts' features and their embeddings each alone, padded and eager: what a swap must keep."""
-        features = self._tokenize([self.format_query(t) for t in _PROBE_TEXTS])
-        return features, self._each_alone_padded(features)
+    def apply_speed_up(self, speed_up: SpeedUp) -> int:
+        """Apply a speed-up where the probe's embeddings stay the eager model's; what it changed, 0 where it is off."""
+        return apply_checked(self, speed_up, [self.format_query(t) for t in _PROBE_TEXTS], PACKING_MIN_COSINE)
+
+    def undo_speed_up(self, speed_up: SpeedUp) -> None:
+        """The model's own route back (benchmarks time both on one encoder)."""
+        undo(self, speed_up)
+
+    # The speed-ups by name, as benchmarks and tests switch them on one encoder.
 
     def fuse_norms(self) -> int:
-        """RMSNorm layers swapped for torch's fused op, where whole embeddings stay those of the model's own layers.
+        return self.apply_speed_up(FusedNorms())
 
-        Before graphs are captured: a graph records the kernels its forward launched.
-        """
-        features, before = self._probe_alone()
-        swapped, kept = fuse_rms_norms(self.model, self.dtype)
-        if not swapped:
-            if kept:
-                log.info("fused norms are off: none of the model's %d RMSNorm layers matches torch's rms_norm", kept)
-            return 0
-        try:
-            agreement = self._agreement_with_padded(features, before)
-        except RuntimeError as exc:  # a layer the probe passed that the whole forward does not take
-            log.warning("fused norms are off: the model's forward failed with them (%s)", exc)
-            agreement = -1.0
-        if agreement < PACKING_MIN_COSINE:
-            unfuse_rms_norms(self.model)
-            self.fused_norm_layers = 0
-            log.warning("fused norms are off: embeddings with torch's rms_norm differ from the model's own (cosine %.4f)", agreement)
-            return 0
-        self.fused_norm_layers += swapped
-        log.info(
-            "%d RMSNorm layers run as torch's fused rms_norm (%d kept their own forward; embeddings agree: cosine %.5f)",
-            swapped,
-            kept,
-            agreement,
-        )
-        return swapped
+    def fuse_rotary(self, backend: CompileBackend = "inductor") -> int:
+        return self.apply_speed_up(FusedRotary(backend))
 
     def unfuse_rotary(self) -> None:
-        """transformers' own rotary embeddings from now on (benchmarks time both on one encoder)."""
-        rotary_swap.unfuse_rotary(self.model)
-        self.fused_rotary_layers = 0
+        self.undo_speed_up(FusedRotary())
 
-    def fuse_rotary(self, backend: rotary_swap.CompileBackend = "inductor") -> int:
-        """Rotary embeddings as one compiled kernel a call, where whole embeddings stay those of transformers' own.
-
-        Before graphs are captured: the probe's forwards compile it, and a graph records the kernels
-        its forward launched. ``backend`` is torch.compile's (tests count or spoil what it compiles).
-        """
-        features, before = self._probe_alone()
-        layers = rotary_swap.fuse_rotary(self.model, self.device.type, backend)
-        if not layers:
-            log.info("fused rotary embeddings are off: the model's layers call no %s", rotary_swap.ROTARY_FUNCTION)
-            return 0
-        checked = self._compiled_swap_agrees("fused rotary embeddings", features, before, self.unfuse_rotary)
-        if checked is None:
-            return 0
-        self.fused_rotary_layers = layers
-        log.info(
-            "%d attention layers apply rotary embeddings as one compiled kernel a call (compiled in %.1f s; embeddings agree: cosine %.5f)",
-            layers,
-            *checked,
-        )
-        return layers
-
-    def _compiled_swap_agrees(
-        self, what: str, features: dict[str, list[list[int]]], before: np.ndarray, undo: Callable[[], None]
-    ) -> tuple[float, float] | None:
-        """Compile a swap by running the probe through it: (seconds, cosine) where embeddings stay ``before``, else undone, None."""
-        started = time.perf_counter()
-        try:
-            agreement = self._agreement_with_padded(features, before)
-        except (RuntimeError, OSError, ImportError) as exc:  # torch.compile: no C compiler, no Triton, an op it cannot trace
-            undo()
-            log.warning("%s are off: compiling them failed (%s: %s)", what, type(exc).__name__, exc)
-            return None
-        if agreement < PACKING_MIN_COSINE:
-            undo()
-            log.warning("%s are off: embeddings with them differ from the model's own (cosine %.4f)", what, agreement)
-            return None
-        return time.perf_counter() - started, agreement
+    def compile_layers(self, backend: CompileBackend = "inductor") -> int:
+        return self.apply_speed_up(CompiledLayers(backend))
 
     def uncompile_layers(self) -> None:
-        """The model's layers run their own forwards from now on (benchmarks time both on one encoder)."""
-        layer_compile.uncompile_layers(self.model)
-        self.compiled_layer_count = 0
-
-    def compile_layers(self, backend: layer_compile.CompileBackend = "inductor") -> int:
-        """Each layer of the model's stack through torch.compile, where whole embeddings stay the model's own.
-
-        Before graphs are captured: the probe's forwards compile it, and a graph records the kernels
-        its forward launched. ``backend`` is torch.compile's (tests count or spoil what it compiles).
-        """
-        features, before = self._probe_alone()
-        layers = layer_compile.compile_layers(self.model, backend)
-        if not layers:
-            log.info("compiled layers are off: the model has no stack of identical layers")
-            return 0
-        checked = self._compiled_swap_agrees("compiled layers", features, before, self.uncompile_layers)
-        if checked is None:
-            return 0
-        self.compiled_layer_count = layers
-        log.info("%d layers run through torch.compile (compiled in %.1f s; embeddings agree: cosine %.5f)", layers, *checked)
-        return layers
+        self.undo_speed_up(CompiledLayers())
 
     def use_fp16_weights(self, max_tokens: int) -> int:
-        """Calls of up to ``max_tokens`` tokens on packed fp16 copies of the linear weights (CPU, fp32 models).
-
-        Kept where whole embeddings stay the model's own. A fixed size, not one timed at load: every
-        replica of a deployment then answers a text alike (a timed size could differ between replicas
-        started on a busy and a quiet core). Returns the size, 0 where the copies are not taken.
-        """
+        """Calls of up to ``max_tokens`` tokens on fp16 weight copies from now on; the size, 0 where the copies are not taken."""
         self.drop_fp16_weights()  # the probe's reference is the fp32 weights' answer
-        if self.device.type != "cpu" or self.dtype != torch.float32:
-            log.info("fp16 weights for small calls are off: they are for fp32 models on a CPU (%s, %s)", self.device, self.dtype)
-            return 0
-        if not fp16_weights_available():
-            log.info("fp16 weights for small calls are off: this torch build has no fbgemm fp16 GEMM on this CPU")
-            return 0
-        features, before = self._probe_alone()
-        layers = use_fp16_weights(self.model, max_tokens)
-        if not layers:
-            log.info("fp16 weights for small calls are off: the model has no fp32 linear layer")
-            return 0
-        agreement = self._agreement_with_padded(features, before)
-        if agreement < PACKING_MIN_COSINE:
-            self.drop_fp16_weights()
-            log.warning("fp16 weights for small calls are off: embeddings with them differ from the model's own (cosine %.4f)", agreement)
-            return 0
-        self.fp16_weights_max_tokens = max_tokens
-        log.info(
-            "%d linear layers take packed fp16 weights for calls of up to %d tokens (embeddings agree: cosine %.6f)",
-            layers,
-            max_tokens,
-            agreement,
-        )
-        return max_tokens
+        self.options = replace(self.options, fp16_weights_max_tokens=max_tokens)
+        return max_tokens if self.apply_speed_up(Fp16Weights()) else 0
 
     def drop_fp16_weights(self) -> None:
-        """Every call on the fp32 weights from now on (benchmarks time both on one encoder)."""
-        drop_fp16_weights(self.model)
-        self.fp16_weights_max_tokens = 0
-
-    def _wants_graphs(self, cuda_graphs: CudaGraphs) -> bool:
-        if cuda_graphs == "off":
-            return False
-        if self.device.type != "cuda":
-            if cuda_graphs == "on":
-                log.warning("cuda_graphs is on but the model runs on %s: forwards run eagerly", self.device)
-            return False
-        if len(self.feature_layers) > 1:
-            log.warning("CUDA graphs are off: they record the last layer only, and middle_layer_features is on")
-            return False
-        return True
-
-    @property
-    def cuda_graphs(self) -> GraphedForward | None:
-        return self._graphs
-
-    def disable_cuda_graphs(self) -> None:
-        """Forwards run eagerly from now on: benchmarks time both on one encoder."""
-        self._graphs = None
+        self.undo_speed_up(Fp16Weights())
 
     def enable_cuda_graphs(self, capture: Capture | None = None) -> bool:
-        """Run forwards as graphs from now on, where their embeddings are the eager padded ones (as packing is checked).
+        """``capture`` stands in for CUDA's graph capture (tests on machines without a GPU)."""
+        return bool(self.apply_speed_up(CudaGraphs(capture)))
 
-        The graphs take the packed layout, so this also checks that the model honours position ids
-        and a 4-D mask; a forward that cannot be captured (a host sync inside) is caught here too.
-        ``capture`` stands in for CUDA's graph capture (tests on machines without a GPU).
-        """
-        if capture is None and self.device.type != "cuda":
-            log.warning("CUDA graphs need a CUDA device; the model runs on %s: forwards run eagerly", self.device)
-            return False
-        graphs = GraphedForward(
-            self._last_hidden_packed,
-            self.device,
-            self._pad_id,
-            max_rows=self.batch_size,
-            max_width=max(self.max_seq_length, self.pack_width),
-            capture=capture,
-        )
-        features = self._tokenize([self.format_query(t) for t in _PROBE_TEXTS])
-        saved, self._graphs = self._graphs, graphs
-        try:
-            batch, order = pack(features["input_ids"], self.pack_width, self._pad_id)
-            graphed = np.empty((len(order), self.feature_dimensions), dtype=np.float32)
-            graphed[order] = self._forward_packed(batch)
-        except RuntimeError as exc:
-            log.warning("CUDA graphs are off (forwards run eagerly): capturing the model's forward failed (%s)", exc)
-            return False
-        finally:
-            self._graphs = saved
-        agreement = self._agreement_with_padded(features, graphed)
-        if not graphs.shapes or agreement < PACKING_MIN_COSINE:
-            log.warning("CUDA graphs are off (forwards run eagerly): their embeddings differ from eager ones (cosine %.4f)", agreement)
-            return False
-        started = time.perf_counter()
-        try:
-            graphs.warm(WARM_WIDTHS)
-        except RuntimeError as exc:  # a shape the probe did not have (more rows, a wider row) would not capture
-            log.warning("CUDA graphs are off (forwards run eagerly): capturing the query-width graphs at load failed (%s)", exc)
-            return False
-        log.info(
-            "the forward runs as CUDA graphs, one per batch shape bucket (agreeing with eager forwards: cosine %.5f); "
-            "%d captured at load in %.1f s, others on first use",
-            agreement,
-            len(graphs.shapes),
-            time.perf_counter() - started,
-        )
-        self._graphs = graphs
-        return True
+    def disable_cuda_graphs(self) -> None:
+        self.undo_speed_up(CudaGraphs())
+
+    @property
+    def fused_norm_layers(self) -> int:
+        return self.applied.get(FusedNorms.name, 0)
+
+    @property
+    def fused_rotary_layers(self) -> int:
+        return self.applied.get(FusedRotary.name, 0)
+
+    @property
+    def compiled_layer_count(self) -> int:
+        return self.applied.get(CompiledLayers.name, 0)
+
+    @property
+    def fp16_weights_max_tokens(self) -> int:
+        """Calls of at most this many tokens take the fp16 copies; 0: none."""
+        return self.options.fp16_weights_max_tokens if Fp16Weights.name in self.applied else 0
 
     def _packing_matches_padding(self) -> bool:
         """Whether packed rows give this model's padded embeddings: position ids and a 4-D mask must both be honoured.
@@ -672,13 +496,13 @@ class TextEncoder:
         a mask rebuilt from scratch); for them packing would silently change every embedding, so it
         stays off. Probe texts of several lengths share rows, so a text that saw its neighbours shows.
         """
-        features = self._tokenize(_PROBE_TEXTS)
+        ids = self._tokenize(_PROBE_TEXTS)["input_ids"]
         try:
-            packed = self._encode_packed(features["input_ids"], width=max(len(ids) for ids in features["input_ids"]) * 3)
+            packed = self._encode_packed(ids, width=max(len(row) for row in ids) * 3)
         except (RuntimeError, TypeError, ValueError) as exc:
             log.warning("packing texts into rows is off (padded batches instead): the model rejected packed inputs (%s)", exc)
             return False
-        agreement = self._agreement_with_padded(features, packed)
+        agreement = lowest_cosine(packed, self.embed_alone(_PROBE_TEXTS))
         if agreement < PACKING_MIN_COSINE:
             log.warning(
                 "packing texts into rows is off (padded batches instead): packed embeddings differ from padded ones (cosine %.4f)",
@@ -687,14 +511,14 @@ class TextEncoder:
             return False
         return True
 
-    def _each_alone_padded(self, features: dict[str, list[list[int]]]) -> np.ndarray:
-        """Every text of ``features`` through its own padded, eager forward: the reference the load-time checks compare with."""
-        count = len(features["input_ids"])
-        return np.concatenate([self._forward(self._pad({k: [v[i]] for k, v in features.items()})) for i in range(count)])
+    def embed_alone(self, texts: Sequence[str]) -> np.ndarray:
+        """Every text through its own padded, eager forward: the reference the load-time checks compare with."""
+        features = self._tokenize(texts)
+        return np.concatenate([self._forward(self._pad({k: [v[i]] for k, v in features.items()})) for i in range(len(texts))])
 
-    def _agreement_with_padded(self, features: dict[str, list[list[int]]], vectors: np.ndarray) -> float:
-        """The lowest cosine between ``vectors`` and each text of ``features`` run alone, padded and eager."""
-        return float(np.min(np.sum(vectors * self._each_alone_padded(features), axis=1)))
+    def embed_packed(self, texts: Sequence[str]) -> np.ndarray:
+        """The texts packed into rows of the pack width whatever the cost, through the CUDA graphs where they are on."""
+        return self._encode_packed(self._tokenize(texts)["input_ids"], self.pack_width)
 
     @torch.inference_mode()
     def measure_forward_overhead(self, *, length: int = 16, rows: int = 8, repeats: int = 3) -> float:

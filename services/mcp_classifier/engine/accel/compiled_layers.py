@@ -16,9 +16,17 @@ for one module; this finds the modules and undoes it.
 
 from __future__ import annotations
 
+import logging
+from typing import ClassVar
+
+import torch
 from torch import nn
 
-from .fused_rotary import CompileBackend
+from ..options import EngineOptions
+from .base import Encoder, auto_on_cuda
+from .fused_rotary import CompileBackend, CompiledSwap
+
+log = logging.getLogger(__name__)
 
 
 def repeated_blocks(model: nn.Module) -> list[nn.Module]:
@@ -46,3 +54,24 @@ def uncompile_layers(model: nn.Module) -> None:
     """Every layer of the stack runs its own forward again."""
     for layer in repeated_blocks(model):
         layer._compiled_call_impl = None  # what nn.Module.compile set; torch offers no public undo
+
+
+class CompiledLayers(CompiledSwap):
+    """A layer's elementwise work fused around its matmuls, one compiled graph shared by every layer of the stack."""
+
+    name: ClassVar[str] = "compiled layers"
+
+    def wanted(self, device: torch.device, options: EngineOptions) -> bool:
+        return auto_on_cuda(options.compiled_layers, device)
+
+    def apply(self, encoder: Encoder) -> int:
+        layers = compile_layers(encoder.model, self.backend)
+        if not layers:
+            log.info("compiled layers are off: the model has no stack of identical layers")
+        return layers
+
+    def undo(self, encoder: Encoder) -> None:
+        uncompile_layers(encoder.model)
+
+    def describe(self, encoder: Encoder, changed: int) -> str:
+        return f"{changed} layers run through torch.compile"

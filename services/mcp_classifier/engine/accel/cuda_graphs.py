@@ -22,10 +22,13 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
+
+from ..options import EngineOptions
+from .base import Encoder, SpeedUp
 
 log = logging.getLogger(__name__)
 
@@ -184,3 +187,61 @@ class GraphedForward:
         if self._pool is None:
             self._pool = torch.cuda.graph_pool_handle()
         return capture_cuda_graph(run, inputs, self._pool)
+
+
+@dataclass(frozen=True)
+class CudaGraphs(SpeedUp):
+    """Forwards as graphs, where their embeddings are the eager padded ones; tried last, so they record every other speed-up's kernels.
+
+    The graphs take the packed layout, so the check also shows whether the model honours position
+    ids and a 4-D mask; a forward that cannot be captured (a host sync inside) is caught there too.
+    The query-width buckets are captured only once the check has passed.
+    """
+
+    capture: Capture | None = None  # stands in for CUDA's graph capture (tests on machines without a GPU)
+    name: ClassVar[str] = "CUDA graphs"
+    trial: ClassVar[str] = "capturing them"
+
+    def wanted(self, device: torch.device, options: EngineOptions) -> bool:
+        if options.cuda_graphs == "off":
+            return False
+        if device.type != "cuda":
+            if options.cuda_graphs == "on":
+                log.warning("cuda_graphs is on but the model runs on %s: forwards run eagerly", device)
+            return False
+        return True
+
+    def apply(self, encoder: Encoder) -> int:
+        if self.capture is None and encoder.device.type != "cuda":
+            log.warning("CUDA graphs need a CUDA device; the model runs on %s: forwards run eagerly", encoder.device)
+            return 0
+        if len(encoder.feature_layers) > 1:
+            log.warning("CUDA graphs are off: they record the last layer only, and middle_layer_features is on")
+            return 0
+        encoder.cuda_graphs = GraphedForward(
+            encoder.last_hidden_packed,
+            encoder.device,
+            encoder.pad_id,
+            max_rows=encoder.batch_size,
+            max_width=max(encoder.max_seq_length, encoder.pack_width),
+            capture=self.capture,
+        )
+        return 1
+
+    def undo(self, encoder: Encoder) -> None:
+        encoder.cuda_graphs = None
+
+    def embed(self, encoder: Encoder, texts: Sequence[str]) -> np.ndarray:
+        vectors = encoder.embed_packed(texts)
+        if encoder.cuda_graphs is None or not encoder.cuda_graphs.shapes:
+            raise RuntimeError("the probe ran eagerly: its batch is past the graphs' caps")
+        return vectors
+
+    def settle(self, encoder: Encoder) -> None:
+        # A shape the probe did not have (more rows, a wider row) may fail to capture: the check's failure, then.
+        if encoder.cuda_graphs is not None:
+            encoder.cuda_graphs.warm(WARM_WIDTHS)
+
+    def describe(self, encoder: Encoder, changed: int) -> str:
+        captured = len(encoder.cuda_graphs.shapes) if encoder.cuda_graphs is not None else 0
+        return f"the forward runs as CUDA graphs, one per batch shape bucket ({captured} captured at load, others on first use)"

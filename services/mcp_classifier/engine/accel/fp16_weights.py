@@ -16,12 +16,19 @@ the large ones included, where the fp32 path is as fast or faster. The GEMM itse
 
 from __future__ import annotations
 
+import logging
 from functools import cache
 from types import MethodType
+from typing import ClassVar
 
 import torch
 from torch import nn
 from torch.nn import functional
+
+from ..options import EngineOptions
+from .base import Encoder, SpeedUp
+
+log = logging.getLogger(__name__)
 
 _PACKED = "_fp16_packed_weight"  # set on a swapped layer: marks it, and holds fbgemm's packed copy
 _LIMIT = "_fp16_max_tokens"
@@ -72,3 +79,37 @@ def drop_fp16_weights(model: nn.Module) -> None:
             del module.forward
             delattr(module, _PACKED)
             delattr(module, _LIMIT)
+
+
+class Fp16Weights(SpeedUp):
+    """Calls of up to the options' ``fp16_weights_max_tokens`` tokens on fp16 weight copies: CPU, fp32 models.
+
+    A fixed size, not one timed at load: every replica of a deployment then answers a text alike
+    (a timed size could differ between replicas started on a busy and a quiet core). Applied after
+    the forward's cost is measured: batches are planned for the fp32 calls that large batches make.
+    """
+
+    name: ClassVar[str] = "fp16 weights for small calls"
+
+    def wanted(self, device: torch.device, options: EngineOptions) -> bool:
+        if options.fp16_weights_max_tokens and device.type != "cpu":
+            log.info("fp16 weights for small calls are off: they are for fp32 models on a CPU, and the model runs on %s", device)
+        return bool(options.fp16_weights_max_tokens) and device.type == "cpu"
+
+    def apply(self, encoder: Encoder) -> int:
+        if encoder.device.type != "cpu" or encoder.dtype != torch.float32:
+            log.info("fp16 weights for small calls are off: they are for fp32 models on a CPU (%s, %s)", encoder.device, encoder.dtype)
+            return 0
+        if not fp16_weights_available():
+            log.info("fp16 weights for small calls are off: this torch build has no fbgemm fp16 GEMM on this CPU")
+            return 0
+        layers = use_fp16_weights(encoder.model, encoder.options.fp16_weights_max_tokens)
+        if not layers:
+            log.info("fp16 weights for small calls are off: the model has no fp32 linear layer")
+        return layers
+
+    def undo(self, encoder: Encoder) -> None:
+        drop_fp16_weights(encoder.model)
+
+    def describe(self, encoder: Encoder, changed: int) -> str:
+        return f"{changed} linear layers take packed fp16 weights for calls of up to {encoder.options.fp16_weights_max_tokens} tokens"

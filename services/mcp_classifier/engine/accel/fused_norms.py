@@ -19,11 +19,18 @@ from the Hub at load, which an offline cluster cannot do.
 
 from __future__ import annotations
 
+import logging
 from types import MethodType
+from typing import ClassVar
 
 import torch
 from torch import nn
 from torch.nn import functional
+
+from ..options import EngineOptions
+from .base import Encoder, SpeedUp, auto_on_cuda
+
+log = logging.getLogger(__name__)
 
 MAX_RELATIVE_ERROR = 1e-2  # bf16 rounds each value by up to 2**-8: a different formula misses by far more
 PROBE_ROWS = 8
@@ -91,3 +98,25 @@ def unfuse_rms_norms(model: nn.Module) -> None:
         if hasattr(module, _FUSED):
             del module.forward
             delattr(module, _FUSED)
+
+
+class FusedNorms(SpeedUp):
+    """One kernel per RMSNorm where transformers launches eight; tried before graphs are captured, which record the kernels they saw."""
+
+    name: ClassVar[str] = "fused norms"
+
+    def wanted(self, device: torch.device, options: EngineOptions) -> bool:
+        return auto_on_cuda(options.fused_norms, device)
+
+    def apply(self, encoder: Encoder) -> int:
+        swapped, kept = fuse_rms_norms(encoder.model, encoder.dtype)
+        if not swapped and kept:
+            log.info("fused norms are off: none of the model's %d RMSNorm layers matches torch's rms_norm", kept)
+        return swapped
+
+    def undo(self, encoder: Encoder) -> None:
+        unfuse_rms_norms(encoder.model)
+
+    def describe(self, encoder: Encoder, changed: int) -> str:
+        kept = sum(1 for m in encoder.model.modules() if rms_norm_epsilon(m) is not None and not hasattr(m, _FUSED))
+        return f"{changed} RMSNorm layers run as torch's fused rms_norm ({kept} kept their own forward)"

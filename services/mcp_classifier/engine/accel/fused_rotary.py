@@ -18,11 +18,18 @@ route (``use_kernels``) downloads its kernels from the Hub at load, which an off
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
+
+from ..options import EngineOptions
+from .base import Encoder, SpeedUp, auto_on_cuda
+
+log = logging.getLogger(__name__)
 
 ROTARY_FUNCTION = "apply_rotary_pos_emb"  # the name transformers' modelling modules give it (Llama, Qwen2/3, Mistral and kin)
 CompileBackend = str | Callable[..., Any]
@@ -83,3 +90,36 @@ def unfuse_rotary(model: nn.Module) -> None:
         current = namespace[ROTARY_FUNCTION]
         if isinstance(current, CompiledRotary):
             namespace[ROTARY_FUNCTION] = current.original
+
+
+@dataclass(frozen=True)
+class CompiledSwap(SpeedUp):
+    """Part of the model routed through torch.compile, which compiles on the probe's first forwards.
+
+    So a compiler that is missing or miscompiles shows in the check, and is undone there; applied
+    before CUDA graphs are captured, which record the kernels the compile made.
+    """
+
+    backend: CompileBackend = "inductor"  # torch.compile's (tests count or spoil what it compiles)
+    trial: ClassVar[str] = "compiling them"
+
+
+class FusedRotary(CompiledSwap):
+    """One compiled kernel for a call's rotary embeddings, where transformers launches ten passes over q and k."""
+
+    name: ClassVar[str] = "fused rotary embeddings"
+
+    def wanted(self, device: torch.device, options: EngineOptions) -> bool:
+        return auto_on_cuda(options.fused_rotary, device)
+
+    def apply(self, encoder: Encoder) -> int:
+        layers = fuse_rotary(encoder.model, encoder.device.type, self.backend)
+        if not layers:
+            log.info("fused rotary embeddings are off: the model's layers call no %s", ROTARY_FUNCTION)
+        return layers
+
+    def undo(self, encoder: Encoder) -> None:
+        unfuse_rotary(encoder.model)
+
+    def describe(self, encoder: Encoder, changed: int) -> str:
+        return f"{changed} attention layers apply rotary embeddings as one compiled kernel a call"

@@ -1,0 +1,48 @@
+"""The engine's tuning knobs, kept apart from what decides an embedding (model, pooling, instruction, length).
+
+One value rather than a constructor parameter each: the service, the tests and the benchmarks
+build an encoder from it alike, and a new speed-up adds a field here, not a parameter to every
+call site.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:  # the settings are read, never imported at run time: the engine loads without pydantic's models
+    from ..settings import Settings
+
+Switch = Literal["auto", "on", "off"]
+"""auto: on where the speed-up pays (on CUDA); on: tried wherever it runs; off: never tried."""
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """How the engine batches its model calls and which speed-ups it tries; none changes an embedding beyond float rounding.
+
+    The defaults are the plain engine (padded batches, every speed-up off, the forward's cost measured
+    at load) that tests and benchmarks start from; the service takes its settings' (from_settings).
+    """
+
+    batch_size: int = 32
+    forward_overhead_tokens: float = 0.0  # a model call's fixed cost in tokens of padding; 0: measured at load
+    pack_width: int = 0  # texts packed end to end into rows of about this many tokens; 0: padded sub-batches
+    fused_norms: Switch = "off"
+    fused_rotary: Switch = "off"
+    compiled_layers: Switch = "off"
+    fp16_weights_max_tokens: int = 0  # CPU calls of at most this many tokens on fp16 weight copies; 0: none
+    cuda_graphs: Switch = "off"
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> EngineOptions:
+        return cls(
+            batch_size=settings.batch_size,
+            forward_overhead_tokens=settings.forward_overhead_tokens,
+            pack_width=settings.pack_width_tokens,
+            fused_norms=settings.fused_norms,
+            fused_rotary=settings.fused_rotary,
+            compiled_layers=settings.compiled_layers,
+            fp16_weights_max_tokens=settings.fp16_weights_max_tokens,
+            cuda_graphs=settings.cuda_graphs,
+        )

@@ -1,0 +1,44 @@
+"""The start cache with the real builtin:minilm: a second start answers exactly as the first, having embedded
+and fitted nothing; an edited categories file re-embeds only its new example."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from mcp_classifier.classify.build import build_classifier
+from mcp_classifier.settings import Settings
+from tests.support.categories import DEFAULT_FILE
+
+QUERIES = ["integrate x squared from 0 to 1", "who won the battle of hastings", "write a python function that sorts a list"]
+
+
+def _embedded_counts(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.getMessage().startswith("category texts:")]
+
+
+def test_a_second_start_reuses_the_embeddings_and_the_fit_and_answers_the_same(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="mcp_classifier.classify.start_cache")
+    settings = Settings(start_cache_dir=tmp_path / "cache")
+    first = build_classifier(settings)
+    cold = _embedded_counts(caplog)
+    assert cold and all(", 0 from the start cache" in line for line in cold)
+    caplog.clear()
+    second = build_classifier(settings)
+    assert all(line.startswith("category texts: 0 embedded") for line in _embedded_counts(caplog))
+    assert any(r.getMessage() == "fitted scorer from the start cache" for r in caplog.records)
+    for a, b in zip(first.classify(QUERIES), second.classify(QUERIES)):
+        assert a.category == b.category
+        np.testing.assert_allclose(a.probabilities, b.probabilities, atol=1e-6)
+
+    document = yaml.safe_load(DEFAULT_FILE.read_text())
+    document["categories"][0]["examples"].append("what is the integral of a constant")
+    edited = tmp_path / "categories.yaml"
+    edited.write_text(yaml.safe_dump(document, sort_keys=False))
+    caplog.clear()
+    build_classifier(settings.model_copy(update={"categories_file": edited}))
+    assert _embedded_counts(caplog)[0].startswith("category texts: 1 embedded")
