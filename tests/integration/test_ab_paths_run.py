@@ -18,6 +18,7 @@ from loadtests.harness.queries import TEXTS
 pytestmark = pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed (.ci/run installs it)")
 
 
+@pytest.mark.timeout(900)  # four server starts and their host checks: a loaded 2-core host took over 300 s
 def test_two_variants_alternate_and_only_the_one_given_a_short_text_limit_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     short_limit = min(len(t) for t in TEXTS) + 10  # some texts pass, the longer ones are refused
     out = tmp_path / "ab.json"

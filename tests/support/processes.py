@@ -1,4 +1,11 @@
-"""Real gateway processes for the tests: the local backend unless told otherwise, logs in the test's folder."""
+"""Real gateway processes for the tests: the local backend unless told otherwise, logs in the test's folder.
+
+How long a test waits for a server to become ready comes from one place, `StartBudget`: at least
+`MIN_READY_WAIT_S`, and never less than `SLOWEST_START_FACTOR` times the slowest start this test session
+has seen. A busy host slows every start alike, so the wait grows with what the host has shown, instead
+of a fixed constant a loaded CI machine outruns. The wait ends as soon as the server is ready: a long
+budget costs a quiet host nothing.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +15,33 @@ from pathlib import Path
 from mcp_classifier.loadtest.stack import GatewayProcess, start_gateway
 
 ServerProcess = GatewayProcess
-STARTUP_TIMEOUT_S = 120.0
+MIN_READY_WAIT_S = 180.0
+SLOWEST_START_FACTOR = 4.0
+
+
+class StartBudget:
+    """The readiness wait for the next start, scaled from the starts measured so far in this session."""
+
+    def __init__(self, minimum_s: float = MIN_READY_WAIT_S, factor: float = SLOWEST_START_FACTOR) -> None:
+        self.minimum_s = minimum_s
+        self.factor = factor
+        self.slowest_s = 0.0
+
+    def wait_s(self) -> float:
+        return max(self.minimum_s, self.factor * self.slowest_s)
+
+    def record(self, seconds: float) -> None:
+        self.slowest_s = max(self.slowest_s, seconds)
+
+
+START_BUDGET = StartBudget()
 
 
 def start_server(tmp_dir: Path, *extra_args: str, env: dict[str, str] | None = None, wait_ready: bool = True) -> ServerProcess:
     """`mcp-classifier serve --port 0 --backend local ARGS` (a later --backend wins), ready when this returns."""
     log_path = tmp_dir / f"server-{time.monotonic_ns()}.log"
-    return start_gateway(log_path, "--backend", "local", *extra_args, env=env, wait_ready=wait_ready, timeout_s=STARTUP_TIMEOUT_S)
+    started = time.monotonic()
+    server = start_gateway(log_path, "--backend", "local", *extra_args, env=env, wait_ready=wait_ready, timeout_s=START_BUDGET.wait_s())
+    if wait_ready:
+        START_BUDGET.record(time.monotonic() - started)
+    return server
