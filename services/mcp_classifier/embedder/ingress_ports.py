@@ -12,13 +12,22 @@ first service's replicas, with its categories, and nothing fails to show it.
 So the embedded node takes a block of each window of its own, one where nothing holds any port at
 start, and tells Serve through its environment variables, which every Ray process of the node
 inherits. Written here because Serve has no per-node choice of these windows.
+
+Where those servers listen is Serve's choice too: its gRPC proxy, the replicas' direct-ingress gRPC
+servers and their inter-deployment gRPC server all bind ``[::]``, every address of the host,
+whatever the node's IP. On an embedded node behind a loopback gateway, that lets anyone who reaches
+the host call the replicas past the gateway's keys, Host/Origin checks and rate limit. Serve offers
+no setting for it, so every worker of such a node runs ``bind_grpc_servers_to_node_ip`` before its
+actor starts (Ray's worker_process_setup_hook): a wildcard bind becomes a bind to the node's IP.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 from collections.abc import Callable, Mapping
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -89,3 +98,51 @@ def node_port_env(
         env[low], env[high] = str(block.start), str(block.stop)  # Serve allocates from range(min, max)
         log.info("the replicas' direct-ingress %s ports: %d-%d", protocol, block.start, block.stop - 1)
     return env
+
+
+# Hosts a gRPC server address uses for "every address": Serve writes "[::]", others "0.0.0.0" or none.
+WILDCARD_HOSTS = frozenset({"[::]", "::", "0.0.0.0", ""})
+_REBOUND_MARK = "_mcp_classifier_node_bound"
+
+
+def node_bound(address: str, node_ip: str) -> str:
+    """``address`` with a wildcard host replaced by ``node_ip``; one that names its host was chosen on purpose and stays."""
+    host, sep, port = address.rpartition(":")
+    if not sep or host not in WILDCARD_HOSTS or not port.isdigit():
+        return address
+    return f"[{node_ip}]:{port}" if ":" in node_ip else f"{node_ip}:{port}"
+
+
+def bind_grpc_servers_to_node_ip(node_ip: str | None = None) -> None:
+    """Make every gRPC server this process opens from now on listen on the node's IP, not on every address.
+
+    Run by Ray in each worker of the embedded node before its actor is created (the node's
+    runtime_env names it as worker_process_setup_hook), so it covers the servers Serve binds to
+    ``[::]`` with no setting to change it. Patched on gRPC's server classes rather than Serve's
+    helpers: a server a later Serve opens through another helper is covered too. A second call
+    changes nothing.
+    """
+    import grpc._server
+    import grpc.aio._server
+
+    if node_ip is None:
+        import ray
+
+        node_ip = str(ray.util.get_node_ip_address())
+    for server_class in (grpc.aio._server.Server, grpc._server._Server):
+        for name in ("add_insecure_port", "add_secure_port"):
+            original = getattr(server_class, name)
+            if not getattr(original, _REBOUND_MARK, False):
+                setattr(server_class, name, _rebinding(original, node_ip))
+
+
+def _rebinding(original: Callable[..., int], node_ip: str) -> Callable[..., int]:
+    @functools.wraps(original)
+    def add_port(server: Any, address: str, *args: Any, **kwargs: Any) -> int:
+        bound = node_bound(address, node_ip)
+        if bound != address:
+            log.debug("gRPC server asked for %s: listening on %s (the node's IP)", address, bound)
+        return original(server, bound, *args, **kwargs)
+
+    setattr(add_port, _REBOUND_MARK, True)
+    return add_port

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import random
 import socket
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_fixed
 
 from ..settings import Settings
-from .ingress_ports import node_port_env
+from .ingress_ports import bind_grpc_servers_to_node_ip, node_port_env
 from .serve_config import SERVICER_FUNCTION, route_prefix
 
 if TYPE_CHECKING:
@@ -26,6 +27,51 @@ DIRECT_INGRESS_DRAIN_ENV = "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S"
 RAY_START_ATTEMPTS = 2  # one more try where the node's first start timed out
 RAY_START_RETRY_WAIT_S = 1.0
 _NODE_START_TIMEOUT = "timed out during startup"  # Ray's message when its raylet or GCS misses the node's start deadline
+LOOPBACK_NODE_IP = "127.0.0.1"  # where the gateway reaches Serve's proxy, and the replicas' address in Serve's target groups
+# Ray turns a loopback node IP into the host's routable one unless cluster mode is off: the switch it
+# uses for single-host platforms (macOS, Windows), read from the environment on every platform.
+SINGLE_HOST_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+# Run by every worker of a loopback node before its actor starts (Ray's worker_process_setup_hook).
+GRPC_BIND_HOOK = f"{bind_grpc_servers_to_node_ip.__module__}.{bind_grpc_servers_to_node_ip.__name__}"
+
+
+def is_loopback_host(host: str) -> bool:
+    """A gateway that admits only callers on this machine (127.0.0.0/8, ::1, localhost) wants a node that admits no one else."""
+    name = host.strip().strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def loopback_node_options() -> dict[str, Any]:
+    """ray.init's arguments for a node whose every socket listens on loopback; its environment is set here too.
+
+    The node IP decides where Ray's own servers listen (GCS, raylet, object manager, every worker's
+    core-worker server, the dashboard, metrics and runtime-env agents, the autoscaler's metrics), so
+    it is the loopback address, kept as such by turning cluster mode off. Serve's gRPC servers bind
+    every address whatever the node IP; the setup hook makes each worker bind them to the node IP.
+    """
+    os.environ[SINGLE_HOST_ENV] = "0"  # read when Ray is imported: set before start_local_serve imports it
+    return {"_node_ip_address": LOOPBACK_NODE_IP, "runtime_env": {"worker_process_setup_hook": GRPC_BIND_HOOK}}
+
+
+class NodeNotOnLoopbackError(RuntimeError):
+    """The embedded node came up on a routable address although the gateway listens on loopback only."""
+
+
+def require_loopback_node(node_ip: str) -> None:
+    """Refuse a node that would listen beyond loopback: the replicas would take calls past the gateway's checks.
+
+    Happens where Ray was imported before its environment was set (its cluster-mode switch is read once).
+    """
+    if not is_loopback_host(node_ip):
+        raise NodeNotOnLoopbackError(
+            f"the embedded Ray node came up on {node_ip}, not on loopback: its replicas would be reachable past the "
+            f"gateway. Was ray imported before the service set {SINGLE_HOST_ENV}=0?"
+        )
 
 
 def _is_node_start_timeout(exc: BaseException) -> bool:
@@ -126,6 +172,7 @@ def kernel_port(host: str = "127.0.0.1", avoid: frozenset[int] = RAY_DEFAULT_POR
 def start_local_serve(settings: Settings) -> int:
     """Start Ray (explicit CPUs, small object store, no dashboard), Serve's gRPC proxy and the app.
 
+    With a loopback ``settings.host`` every socket of the node listens on loopback (loopback_node_options).
     Returns the gRPC port. Blocks until the replicas have loaded and warmed up the model.
     """
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -137,6 +184,10 @@ def start_local_serve(settings: Settings) -> int:
     os.environ[DIRECT_INGRESS_DRAIN_ENV] = f"{2 * settings.replica_refresh_s:g}"
     if settings.ray_direct_ingress:  # the replicas' own ports: a block no other node on this host uses (ingress_ports)
         os.environ.update(node_port_env(settings.max_replicas, bindable_everywhere, os.environ))
+    # A gateway on loopback keeps the node there too: otherwise the replicas answer anyone who reaches
+    # the host, past the gateway's keys, Host/Origin checks and rate limit. Any other --host: Ray's defaults.
+    loopback = is_loopback_host(settings.host)
+    node_options = loopback_node_options() if loopback else {}
     import ray
     from ray import serve
     from ray.serve.config import HTTPOptions, gRPCOptions
@@ -153,21 +204,32 @@ def start_local_serve(settings: Settings) -> int:
             log_to_driver=True,
             namespace="mcp-classifier",
             _metrics_export_port=metrics_port,
+            **node_options,
         ),
         lambda: (ray.shutdown(), end_processes_under(os.path.dirname(ray.__file__))),
     )
+    node_ip = str(ray.util.get_node_ip_address())
+    if loopback:
+        try:
+            require_loopback_node(node_ip)
+        except NodeNotOnLoopbackError:
+            stop_local_serve()
+            raise
     serve.start(
         http_options=HTTPOptions(host="127.0.0.1", port=free_port()),
         grpc_options=gRPCOptions(port=grpc_port, grpc_servicer_functions=[SERVICER_FUNCTION]),
     )
     deploy_app(settings)
     log.info(
-        "embedded Ray Serve is up: gRPC on 127.0.0.1:%d, app %s, throughput-optimized %s, direct ingress %s; Ray metrics on http://127.0.0.1:%d/metrics",
+        "embedded Ray Serve is up: gRPC on 127.0.0.1:%d, app %s, throughput-optimized %s, direct ingress %s; Ray metrics on "
+        "http://%s:%d/metrics; the node listens on %s",
         grpc_port,
         settings.serve_app_name,
         "on" if settings.ray_throughput_optimized else "off",
         "on" if settings.ray_direct_ingress else "off",
+        node_ip,
         metrics_port,
+        "loopback only" if loopback else "the addresses Ray and Serve choose (--host is not loopback)",
     )
     return grpc_port
 
