@@ -234,7 +234,7 @@ class StdioServer:
 @pytest.fixture(scope="module")
 def stdio() -> Iterator[StdioServer]:
     server = StdioServer()
-    server.probe()  # up and answering (the model is loaded)
+    server.probe()  # up and answering; calls that need the model wait for its start (backend/starting.py)
     yield server
     server.stop()
 
