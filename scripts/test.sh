@@ -22,7 +22,11 @@ rows=()
 for tier in "${tiers[@]}"; do
   echo "[test] tier $tier"
   started=$(date +%s)
-  "$PYTHON" -m pytest -q -ra --durations=20 --junitxml="$reports/$tier.xml" "tests/$tier" "$@"
+  # The unit tier is in-process and light: one worker per core (pytest-xdist). The integration and e2e
+  # tiers' tests each keep both cores busy (torch threads, server processes), so they run one at a time.
+  workers=()
+  if [ "$tier" = unit ]; then workers=(-n "${UNIT_WORKERS:-auto}"); fi
+  "$PYTHON" -m pytest -q -ra --durations=20 "${workers[@]}" --junitxml="$reports/$tier.xml" "tests/$tier" "$@"
   status=$?
   took=$(( $(date +%s) - started ))
   if [ "$status" -eq 5 ]; then echo "[test] tier $tier collected no tests: failing on purpose" >&2; status=1; fi

