@@ -143,14 +143,14 @@ def test_sigterm_ends_open_streams_cleanly_and_refuses_new_ones_while_draining(t
     """Clients of a gateway being replaced get their stream ended at once (to reconnect to a ready replica), not cut at exit."""
     import signal
 
-    server = start_server(tmp_path, "--no-cache", "--drain-delay-s", "2")
+    server = start_server(tmp_path, "--no-cache", "--drain-delay-s", "10")  # exit comes 10 s after the signal
     with httpx.Client(base_url=server.url, timeout=30) as http, http.stream("GET", "/sse") as stream:
         events = _events(stream.iter_lines())
         assert next(events)[0] == "endpoint"
         signalled = time.monotonic()
         server.process.send_signal(signal.SIGTERM)
         assert [kind for kind, _ in events if kind != "comment"] == [], "the stream ends without another event"
-        assert time.monotonic() - signalled < 1.5, "ended at the signal, not at exit"
+        assert time.monotonic() - signalled < 5, "ended at the signal, not at exit"  # room for a loaded host
         refused = httpx.get(f"{server.url}/sse", timeout=5)
         assert refused.status_code == 503 and "shutting down" in refused.json()["error"]
     assert server.process.wait(timeout=30) == 0

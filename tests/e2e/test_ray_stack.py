@@ -290,7 +290,8 @@ def test_backend_down_answers_within_the_deadline_and_recovers_without_restart(
             json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "classify_text", "arguments": {"text": "hi"}}},
             timeout=10,
         )
-        assert time.monotonic() - started < 2 * 2 + 2  # two calls, each bounded by the 2 s deadline
+        # two calls, each bounded by the 2 s deadline: well under the 10 s a call would wait without one (room for a loaded host)
+        assert time.monotonic() - started < 2 * 2 + 5
         assert rest.status_code in (503, 504) and "embedder" in rest.json()["error"]
         assert rpc.json()["error"]["code"] == -32000 and "embedder" in rpc.json()["error"]["message"]
 
