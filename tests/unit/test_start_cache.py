@@ -108,3 +108,18 @@ def test_a_torn_file_is_a_miss_and_an_unwritable_folder_turns_the_cache_off(tmp_
     unwritable = StartCache(blocked / "cache", "sig")  # a folder inside a file cannot be made
     vectors, _ = unwritable.documents(CountingEncoder(), ["b"], with_tokens=False)
     assert vectors.shape == (1, 8) and "start cache off" in caplog.text
+
+
+def test_the_folder_keeps_the_most_recently_used_entries_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import mcp_classifier.classify.start_cache as start_cache
+
+    monkeypatch.setattr(start_cache, "MAX_FILES", 3)
+    cache = StartCache(tmp_path, "sig")
+    cache.fitted("first", lambda: 1)
+    for n in range(2, 5):
+        cache.fitted(f"entry {n}", lambda: 0)
+        if n == 3:
+            assert cache.fitted("first", lambda: 99) == 1  # read again: now among the most recent
+    assert len(list(tmp_path.glob("*.pkl"))) == 3
+    assert StartCache(tmp_path, "sig").fitted("first", lambda: 99) == 1  # kept: it was used
+    assert StartCache(tmp_path, "sig").fitted("entry 2", lambda: 7) == 7  # the least recently used went

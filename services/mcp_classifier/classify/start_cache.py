@@ -31,6 +31,7 @@ from .. import __version__
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 CACHE_FORMAT = 1  # bumped when what is stored changes shape
+MAX_FILES = 24  # per folder, least recently used first out: each edit of a file or a model leaves entries behind
 MAX_STORED_TEXTS = 50_000  # per model signature: far more than any categories file, a bound on what edits leave behind
 LIBRARIES = ("torch", "transformers", "numpy", "scikit-learn", "rank-bm25")
 
@@ -131,12 +132,20 @@ class StartCache:
     def _load(self, path: Path) -> Any:
         try:
             with path.open("rb") as file:
-                return pickle.load(file)  # the service's own files, in its own cache folder
+                value = pickle.load(file)  # the service's own files, in its own cache folder
+            os.utime(path)  # used: the last to go when the folder is pruned
+            return value
         except FileNotFoundError:
             return None
         except Exception as exc:  # noqa: BLE001 - a torn or older file is a miss, never a failed start
             log.warning("start cache: ignoring %s (%s)", path, exc)
             return None
+
+    def _prune(self) -> None:
+        """Keep the MAX_FILES most recently used entries: what starts no longer read goes."""
+        entries = sorted(self.directory.glob("*.pkl"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+        for stale in entries[MAX_FILES:]:
+            stale.unlink(missing_ok=True)
 
     def _store(self, path: Path, value: object) -> None:
         if not self._writable:
@@ -148,6 +157,7 @@ class StartCache:
                 temporary = file.name
                 pickle.dump(value, file, protocol=pickle.HIGHEST_PROTOCOL)
             os.replace(temporary, path)  # atomic: a replica starting beside this one reads old or new, never half
+            self._prune()
         except (OSError, pickle.PicklingError, TypeError, AttributeError) as exc:
             self._writable = False
             log.warning("start cache off for this process: cannot write %s (%s)", self.directory, exc)
