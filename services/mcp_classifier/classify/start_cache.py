@@ -143,8 +143,13 @@ class StartCache:
 
     def _prune(self) -> None:
         """Keep the MAX_FILES most recently used entries: what starts no longer read goes."""
-        entries = sorted(self.directory.glob("*.pkl"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
-        for stale in entries[MAX_FILES:]:
+        used: list[tuple[int, Path]] = []
+        for entry in self.directory.glob("*.pkl"):
+            try:
+                used.append((entry.stat().st_mtime_ns, entry))
+            except FileNotFoundError:  # pruned meanwhile by a replica starting beside this one
+                continue
+        for _, stale in sorted(used, reverse=True)[MAX_FILES:]:
             stale.unlink(missing_ok=True)
 
     def _store(self, path: Path, value: object) -> None:
