@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -42,35 +41,30 @@ class CategoryIndex:
             texts.extend(category.examples)
             labels.extend([idx] * len(category.examples))
         descriptions = [c.description or c.name for c in config.categories]
+        # A category's own words are its name's and description's: what its BM25 document and own tokens start from.
+        own_texts = category_texts(config)
         label_array = np.asarray(labels, dtype=np.int64)
         tokens = None
+        indexed = texts + descriptions
         if token_matching == "off":
-            vectors = (
-                cache.documents(encoder, texts + descriptions, with_tokens=False)[0]
-                if cache
-                else encoder.encode_documents(texts + descriptions)
-            )
+            vectors = cache.documents(encoder, indexed, with_tokens=False)[0] if cache else encoder.encode_documents(indexed)
         else:
-            embed = (
-                functools.partial(cache.documents, encoder, with_tokens=True)
-                if cache
-                else functools.partial(encoder.encode_with_tokens, query=False)
-            )
-            vectors, example_tokens = embed(texts + descriptions)
-            # A category's own tokens are its name's and description's: the words its BM25 document starts from.
-            _, own_tokens = embed(category_texts(config))
-            assert example_tokens is not None and own_tokens is not None
+            if cache:  # one read and at most one write of the cached texts for the whole build
+                vectors, all_tokens = cache.documents(encoder, indexed + own_texts, with_tokens=True)
+                assert all_tokens is not None
+                vectors, example_tokens, own_tokens = vectors[: len(indexed)], all_tokens[: len(indexed)], all_tokens[len(indexed) :]
+            else:
+                vectors, example_tokens = encoder.encode_with_tokens(indexed, query=False)
+                _, own_tokens = encoder.encode_with_tokens(own_texts, query=False)
             tokens = CategoryTokens(own_tokens, example_tokens[: len(texts)], label_array, device=encoder.device)
         example_vectors, description_vectors = vectors[: len(texts)], vectors[len(texts) :]
 
         def fit() -> CategoryScorer:
-            return fit_category_scorer(
-                method, example_vectors, texts, label_array, description_vectors, category_texts(config), lexical, tokens
-            )
+            return fit_category_scorer(method, example_vectors, texts, label_array, description_vectors, own_texts, lexical, tokens)
 
         if cache is None:
             return cls(config, example_vectors, label_array, description_vectors, fit())
-        key = content_key(texts, labels, descriptions, category_texts(config), method, lexical, token_matching)
+        key = content_key(texts, labels, descriptions, own_texts, method, lexical, token_matching)
         return cls(config, example_vectors, label_array, description_vectors, cache.fitted(key, fit))
 
     @property
