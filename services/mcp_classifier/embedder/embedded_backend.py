@@ -16,6 +16,11 @@ import numpy as np
 from ..classify.results import ClassificationResult, ClassifierInfo
 from ..settings import Settings
 
+# How long a start waits for the node's own Serve proxy once the app is deployed. A start-up wait, not a
+# request's deadline: the doors answer the handshake meanwhile, and a loaded host once needed more than the
+# 20 s deadline a test gave its requests between "application ready" and a reachable proxy.
+PROXY_READY_WAIT_S = 120.0
+
 
 class EmbedderClient(Protocol):
     """What this backend needs of the gateway's gRPC client (backend.grpc_client.GrpcBackend)."""
@@ -56,7 +61,7 @@ class EmbeddedRayBackend:
         _reclaim_signal_handlers()
         self._client = self._client_factory(f"127.0.0.1:{port}")
         await self._client.start()
-        await self._client.wait_until_ready(timeout_s=self._settings.request_timeout_s)
+        await self._client.wait_until_ready(timeout_s=max(self._settings.request_timeout_s, PROXY_READY_WAIT_S))
 
     async def close(self) -> None:
         if self._client is not None:
