@@ -56,8 +56,12 @@ def keys_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """After every fixture's teardown: end the processes a failed test left (an embedded Ray node), and make
-    sure a thread one left cannot keep the run (and CI) from ending."""
+    sure a thread one left cannot keep the run (and CI) from ending. Runs in each pytest-xdist worker too."""
+    if session.config.pluginmanager.has_plugin("dsession"):
+        return  # the pytest-xdist controller: its children are the workers, and each worker ends its own leftovers
     leftovers = end_descendants(psutil.Process())
     if leftovers:
         print(f"\n[tests] ended {len(leftovers)} process(es) left running after the session:", *leftovers, sep="\n  ")
+    if hasattr(session.config, "workerinput"):
+        return  # a pytest-xdist worker idles until the controller ends it: the controller's watchdog covers both
     exit_if_still_running(EXIT_GRACE_S, int(exitstatus))

@@ -25,7 +25,7 @@ import pytest
 from mcp_classifier.cache.embedded import find_redis_server
 from tests.support.processes import ServerProcess, start_server
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.embedded_ray]
 
 SNAPSHOTS = 3  # listings taken a second apart: a socket a late starter opens just after /ready is seen too
 RAY_SERVERS = {"gcs_server", "raylet"}  # Ray's own programs: the listing must have seen them on the Ray backend

@@ -34,7 +34,7 @@ from tests.support.otlp_receiver import OtlpReceiver
 from tests.support.processes import ServerProcess, start_server
 from tests.support.tcp_forwarder import TcpForwarder
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.embedded_ray]
 
 TEXTS = [
     "what is 17 times 23",

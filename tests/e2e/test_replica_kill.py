@@ -29,7 +29,7 @@ import pytest
 
 from tests.support.processes import start_server
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.embedded_ray]
 
 CLIENTS = 6
 KILL_AT_S = 8.0

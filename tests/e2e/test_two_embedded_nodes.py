@@ -21,7 +21,7 @@ from tests.support import assert_valid_classification
 from tests.support.categories import FINANCE_QUERY, write_with_finance
 from tests.support.processes import ServerProcess, start_server
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.embedded_ray]
 
 CALLS = 12
 QUERIES = [FINANCE_QUERY, "how do index funds work and what do they cost", "write a python function that reverses a string"]

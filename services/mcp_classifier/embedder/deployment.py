@@ -138,11 +138,8 @@ class Embedder:
             self._reload_categories()
         self._max_batch_size = int(user_config.get("max_batch_size", self._max_batch_size))
         self._slot_chars = int(user_config.get("batch_slot_chars", self._slot_chars))
-        # attr-defined: @serve.batch adds these setters at run time; Ray ships no types for them
-        self._classify_batch.set_max_batch_size(self._max_batch_size)  # type: ignore[attr-defined]
-        self._classify_batch.set_batch_wait_timeout_s(  # type: ignore[attr-defined]
-            float(user_config.get("batch_wait_timeout_s", _DEFAULT_WAIT_S))
-        )
+        self._classify_batch.set_max_batch_size(self._max_batch_size)
+        self._classify_batch.set_batch_wait_timeout_s(float(user_config.get("batch_wait_timeout_s", _DEFAULT_WAIT_S)))
 
     async def Classify(self, request: pb.ClassifyRequest, grpc_context: Any = None) -> pb.ClassifyResponse:
         metadata = dict(grpc_context.invocation_metadata()) if grpc_context is not None else {}
