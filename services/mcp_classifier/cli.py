@@ -245,7 +245,7 @@ def _run_eval(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
     from .classify.categories import load_categories
     from .classify.index import category_texts
-    from .evaluation.dataset import DatasetError, load_dataset
+    from .evaluation.dataset import OUT_OF_SCOPE, DatasetError, load_dataset
     from .evaluation.doctor import TokenVectors, centroid_similarity, diagnose, render, write_report
     from .wiring import build_classifier
 
@@ -256,6 +256,7 @@ def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
             queries = load_dataset(args.queries)
         except DatasetError as exc:
             raise CliError(f"doctor: {exc}") from exc
+        queries = [q for q in queries if q.category != OUT_OF_SCOPE]  # doctor scores categories; eval scores scope
         unknown = sorted({q.category for q in queries} - set(config.names))
         if unknown:
             raise CliError(f"doctor: {args.queries} has categories the file does not define: {unknown}")
@@ -266,7 +267,8 @@ def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
         f"middle layer features {settings.middle_layer_features}",
         file=sys.stderr,
     )
-    encoder = build_classifier(settings).encoder
+    classifier = build_classifier(settings)
+    encoder = classifier.encoder
     example_vectors = encoder.encode_documents([e for c in config.categories for e in c.examples])
     description_vectors = encoder.encode_documents([c.description or c.name for c in config.categories])
     query_vectors = encoder.encode_queries([q.text for q in queries]) if queries else None
@@ -288,6 +290,8 @@ def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
         settings.lexical_scoring,
         tokens,
     )
+    scope = classifier.info.scope
+    diagnosis.scope = scope.to_public(config.names) if scope is not None else None
     print(render(diagnosis))
     if args.out is not None:
         report = write_report(diagnosis, args.out, config, centroid_similarity(config, example_vectors, description_vectors), source)

@@ -132,6 +132,12 @@ class Settings(BaseSettings):
         "tokens (the model's last layer), added with a weight chosen by out-of-fold log loss on the examples (0 where "
         "they do not help); off: pooled embeddings alone (no token vectors kept or scored).",
     )
+    scope_background: bool = Field(
+        True,
+        description="Fit the out-of-scope thresholds with the packaged generic off-topic queries (chit-chat, other "
+        "domains, instructions to the model) as negatives, beside the file's own out_of_scope_examples; off: the "
+        "file's alone (with none, in_scope is judged from the examples' own similarities only).",
+    )
 
     # --- batching --------------------------------------------------------------------------
     batch_size: int = Field(32, ge=1, le=4096, description="Most texts in one model forward.")
@@ -408,7 +414,7 @@ SETTINGS_GROUPS: tuple[SettingsGroup, ...] = (
         (
             "model", "device", "dtype", "pooling", "query_instruction", "max_seq_length", "categories_file", "start_cache",
             "start_cache_dir",
-            "scoring_method", "middle_layer_features", "lexical_scoring", "token_matching",
+            "scoring_method", "middle_layer_features", "lexical_scoring", "token_matching", "scope_background",
         ),
     ),
     SettingsGroup(

@@ -18,7 +18,7 @@ import numpy as np
 
 from mcp_classifier.backend.base import BackendError, EmbeddingKind
 from mcp_classifier.classify.categories import CategoryConfig, load_categories
-from mcp_classifier.classify.results import ClassificationResult, ClassifierInfo
+from mcp_classifier.classify.results import ClassificationResult, ClassifierInfo, Revision
 from mcp_classifier.classify.routing import RoutingPolicy
 
 TOP_PROBABILITY = 0.6  # the fake's confidence: well clear of the policy's low-confidence rule
@@ -99,4 +99,7 @@ class FakeBackend:
             use_reasoning=decision.use_reasoning,
             probabilities=probabilities,
             entropy=-sum(p * math.log(p) for p in probabilities),
+            labels=(self.config.categories[cls].name,),
+            margin=TOP_PROBABILITY - rest,
+            revision=Revision("fake-model", self.config.category_set_version, self.config.policy_version),
         )

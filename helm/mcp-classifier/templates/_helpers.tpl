@@ -390,6 +390,7 @@ tests/test_helm_chart.py renders this and compares it with `mcp-classifier serve
 {{- if ne $e.middleLayerFeatures "off" }}{{ $_ := set $settings "middle_layer_features" $e.middleLayerFeatures }}{{ end -}}
 {{- if ne $e.lexicalScoring "auto" }}{{ $_ := set $settings "lexical_scoring" $e.lexicalScoring }}{{ end -}}
 {{- if ne $e.tokenMatching "auto" }}{{ $_ := set $settings "token_matching" $e.tokenMatching }}{{ end -}}
+{{- if not $e.scopeBackground }}{{ $_ := set $settings "scope_background" false }}{{ end -}}
 {{- if ne (int $e.batchSize) 32 }}{{ $_ := set $settings "batch_size" (int $e.batchSize) }}{{ end -}}
 {{- if include "mcp-classifier.categories.enabled" . }}{{ $_ := set $settings "categories_file" (include "mcp-classifier.categoriesFile" .) }}{{ end -}}
 {{- $deployment := dict

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 import numpy as np
 
 from ..classify.categories import CategoryConfig
-from ..classify.results import ClassificationResult, ClassifierInfo
+from ..classify.results import ClassificationResult, ClassifierInfo, Revision
+from ..classify.scope_stats import ScopeStats
 from .v1 import classifier_pb2 as pb
 
 
@@ -21,6 +23,12 @@ def results_to_proto(results: Sequence[ClassificationResult], with_probabilities
             use_reasoning=r.use_reasoning,
             probabilities=list(r.probabilities) if with_probabilities else [],
             entropy=r.entropy,
+            out_of_scope=not r.in_scope,
+            labels=list(r.labels),
+            margin=r.margin,
+            model_id=r.revision.model_id,
+            category_set_version=r.revision.category_set_version,
+            policy_version=r.revision.policy_version,
         )
         for r in results
     ]
@@ -36,6 +44,10 @@ def results_from_proto(messages: Sequence[pb.Classification]) -> list[Classifica
             use_reasoning=m.use_reasoning,
             probabilities=tuple(m.probabilities),
             entropy=m.entropy,
+            in_scope=not m.out_of_scope,
+            labels=tuple(m.labels),
+            margin=m.margin,
+            revision=Revision(m.model_id, m.category_set_version, m.policy_version),
         )
         for m in messages
     ]
@@ -58,6 +70,7 @@ def info_to_proto(info: ClassifierInfo, stats: pb.BatchStats | None = None) -> p
         batch_stats=stats,
         reload_error=info.reload_error or "",
         scoring=info.scoring,
+        scope_json=json.dumps(info.scope.to_dict()) if info.scope else "",
     )
 
 
@@ -76,6 +89,7 @@ def info_from_proto(message: pb.InfoResponse) -> ClassifierInfo:
         loo_accuracy=message.leave_one_out_accuracy,
         reload_error=message.reload_error or None,
         scoring=message.scoring,
+        scope=ScopeStats.from_dict(json.loads(message.scope_json)) if message.scope_json else None,
     )
 
 

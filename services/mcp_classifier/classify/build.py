@@ -54,7 +54,13 @@ def build_classifier(settings: Settings) -> Classifier:
         options=EngineOptions.from_settings(settings),
     )
     return Classifier(
-        encoder, config, settings.scoring_method, settings.lexical_scoring, settings.token_matching, start_cache(settings, encoder)
+        encoder,
+        config,
+        settings.scoring_method,
+        settings.lexical_scoring,
+        settings.token_matching,
+        start_cache(settings, encoder),
+        settings.scope_background,
     )
 
 

@@ -11,6 +11,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 DEFAULT_INSTRUCTION = "Given a user query, identify which topic category it belongs to"
+# Part of every category-set version: answers gained in_scope, and confidence its share, so entries cached
+# before that never serve a query again.
+SCOPE_FORMAT = 1
 
 
 class _Strict(BaseModel):
@@ -24,6 +27,9 @@ class Category(_Strict):
     model: str | None = None
     use_reasoning: bool = False
     examples: tuple[str, ...] = ()
+    # The similarity to this category's examples at which a query is as likely in scope as not: set here, it
+    # replaces the threshold fitted from the examples (see /health's scope for the fitted ones).
+    threshold: float | None = Field(None, ge=-1.0, le=1.0)
 
     @field_validator("examples")
     @classmethod
@@ -56,6 +62,13 @@ class CategoryConfig(_Strict):
     instruction: str = DEFAULT_INSTRUCTION
     categories: tuple[Category, ...] = Field(min_length=2)
     policy: RoutingPolicyConfig = RoutingPolicyConfig()
+    # Queries this deployment does not serve, written by the user: more negatives for the out-of-scope fit.
+    out_of_scope_examples: tuple[str, ...] = ()
+    # The category whose model and reasoning an out-of-scope answer takes (its name still says the nearest one).
+    fallback: str | None = None
+    # false: every query is in scope, for a file whose categories between them take anything (a catch-all
+    # "general" category, as the packaged default has); confidence is then the category's probability alone.
+    detect_out_of_scope: bool = True
 
     @model_validator(mode="after")
     def _check_categories(self) -> CategoryConfig:
@@ -66,7 +79,15 @@ class CategoryConfig(_Strict):
         for category in self.categories:
             if not category.examples and not category.description.strip():
                 raise ValueError(f"category {category.name!r} needs examples or a description")
+        if self.fallback is not None and self.fallback not in names:
+            raise ValueError(f"fallback {self.fallback!r} is not one of the categories {names}")
+        if any(not e.strip() for e in self.out_of_scope_examples):
+            raise ValueError("out_of_scope_examples must not be blank")
         return self
+
+    @property
+    def fallback_index(self) -> int | None:
+        return None if self.fallback is None else self.names.index(self.fallback)
 
     @property
     def names(self) -> list[str]:
@@ -75,22 +96,32 @@ class CategoryConfig(_Strict):
     @property
     def category_set_version(self) -> str:
         """Content hash of what changes classification; goes into cache keys and /health."""
-        payload = {
+        payload: dict[str, object] = {
             "instruction": self.instruction,
             "categories": [
                 {"name": c.name, "description": c.description, "system_prompt": c.system_prompt, "examples": list(c.examples)}
                 for c in self.categories
             ],
+            "scope": SCOPE_FORMAT,
         }
+        thresholds = [c.threshold for c in self.categories]
+        if self.out_of_scope_examples or any(t is not None for t in thresholds) or not self.detect_out_of_scope:
+            payload["out_of_scope"] = {
+                "examples": list(self.out_of_scope_examples),
+                "thresholds": thresholds,
+                "detect": self.detect_out_of_scope,
+            }
         return _digest(payload)
 
     @property
     def policy_version(self) -> str:
         """Content hash of what changes routing (model, use_reasoning) but not the category."""
-        payload = {
+        payload: dict[str, object] = {
             "policy": self.policy.model_dump(mode="json"),
             "per_category": [{"model": c.model, "use_reasoning": c.use_reasoning} for c in self.categories],
         }
+        if self.fallback is not None:
+            payload["fallback"] = self.fallback
         return _digest(payload)
 
 

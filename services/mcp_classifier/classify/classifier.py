@@ -12,13 +12,16 @@ from ..engine.encoder import TextEncoder
 from .categories import CategoryConfig, CategoryFileError, load_categories
 from .fusion import LexicalMode, TokenMatching
 from .index import CategoryIndex
-from .results import ClassificationResult, ClassifierInfo
+from .results import ClassificationResult, ClassifierInfo, Revision
 from .routing import RoutingPolicy
+from .scope import IN_SCOPE_PROBABILITY
 from .scorers import ScoringMethod
 from .scoring import entropy_nats
 from .start_cache import StartCache
 
 log = logging.getLogger(__name__)
+# Where out-of-scope detection is off, a second category joins labels when it holds this much of the probability.
+LABEL_PROBABILITY = 0.25
 
 
 class Classifier:
@@ -32,12 +35,14 @@ class Classifier:
         lexical: LexicalMode = "auto",
         token_matching: TokenMatching = "off",
         cache: StartCache | None = None,
+        scope_background: bool = True,
     ) -> None:
         self.encoder = encoder
         self._cache = cache  # what a start computed from the categories file, kept on disk (classify/start_cache.py)
         self.scoring_method: ScoringMethod = scoring_method
         self.lexical: LexicalMode = lexical
         self.token_matching: TokenMatching = token_matching
+        self.scope_background = scope_background
         self.reload_error: str | None = None
         self._install(config)
 
@@ -49,6 +54,7 @@ class Classifier:
             lexical=self.lexical,
             token_matching=self.token_matching,
             cache=self._cache,
+            background=self.scope_background,
         )
         # The versions hash the whole file: worked out once here, not on every info read (each Classify RPC).
         versions = (config.category_set_version, config.policy_version)
@@ -105,6 +111,7 @@ class Classifier:
             loo_accuracy=index.calibration.loo_accuracy,
             reload_error=self.reload_error,
             scoring=index.scorer.method,
+            scope=index.scope.stats if index.scope is not None else None,
         )
 
     def embed(self, texts: Sequence[str], kind: str) -> np.ndarray:
@@ -115,20 +122,32 @@ class Classifier:
         return np.asarray(self.encoder.embedding_part(features), dtype=np.float32)
 
     def classify(self, texts: Sequence[str]) -> list[ClassificationResult]:
-        config, index, policy, _ = self._state
+        config, index, policy, (category_set_version, policy_version) = self._state
         if not texts:
             return []
         if index.uses_tokens:  # token vectors from the same forward as the pooled ones
             vectors, tokens = self.encoder.encode_with_tokens(texts, query=True)
             probs = index.probabilities(vectors, list(texts), tokens)
         else:
-            probs = index.probabilities(self.encoder.encode_queries(texts), list(texts))
+            vectors = self.encoder.encode_queries(texts)
+            probs = index.probabilities(vectors, list(texts))
+        if index.scope is not None:
+            in_scope_p, similarities = index.scope.in_scope_probability(np.asarray(vectors, dtype=np.float64))
+            joins = index.scope.label_mask(similarities)
+        else:  # the file turns detection off: every query is in scope, and a category with a good share joins labels
+            in_scope_p, joins = np.ones(len(texts)), probs >= LABEL_PROBABILITY
         entropies = entropy_nats(probs)
+        revision = Revision(self.encoder.info.model_id, category_set_version, policy_version)
+        fallback = config.fallback_index
         results = []
-        for text, row, ent in zip(texts, probs, entropies):
-            cls = int(np.argmax(row))
-            confidence = float(row[cls])
-            decision = policy.decide(cls, confidence, text)
+        for text, row, ent, p_in, joining in zip(texts, probs, entropies, in_scope_p, joins):
+            order = np.argsort(-row)
+            cls = int(order[0])
+            in_scope = bool(p_in >= IN_SCOPE_PROBABILITY)
+            # The answer is right only if the query is in scope and the category is: the two probabilities multiply.
+            confidence = float(row[cls] * p_in)
+            decision = policy.decide(cls if in_scope or fallback is None else fallback, confidence, text)
+            labels = tuple(config.categories[c].name for c in order if c == cls or joining[c])
             results.append(
                 ClassificationResult(
                     class_index=cls,
@@ -138,6 +157,10 @@ class Classifier:
                     use_reasoning=decision.use_reasoning,
                     probabilities=tuple(float(p) for p in row),
                     entropy=float(ent),
+                    in_scope=in_scope,
+                    labels=labels if in_scope else (),
+                    margin=float(row[cls] - row[order[1]]) if len(order) > 1 else 1.0,
+                    revision=revision,
                 )
             )
         return results

@@ -10,6 +10,7 @@ import numpy as np
 from ..engine.encoder import TextEncoder
 from .categories import CategoryConfig
 from .fusion import CategoryScorer, LexicalMode, TokenMatching, fit_category_scorer
+from .scope import ScopeModel, background_queries, fit_scope
 from .scorers import ScoringMethod
 from .scoring import Calibration
 from .start_cache import StartCache, content_key
@@ -23,6 +24,7 @@ class CategoryIndex:
     example_labels: np.ndarray  # (N,)
     description_vectors: np.ndarray  # (C, d)
     scorer: CategoryScorer
+    scope: ScopeModel | None  # None where the file turns out-of-scope detection off
 
     @classmethod
     def build(
@@ -33,8 +35,10 @@ class CategoryIndex:
         lexical: LexicalMode = "auto",
         token_matching: TokenMatching = "off",
         cache: StartCache | None = None,
+        background: bool = True,
     ) -> CategoryIndex:
-        """Embed the category texts and fit the scorer; with ``cache``, what an earlier start computed is reused."""
+        """Embed the category texts and fit the scorer and the scope; with ``cache``, what an earlier start
+        computed is reused. ``background``: the packaged off-topic queries join the file's own as negatives."""
         texts: list[str] = []
         labels: list[int] = []
         for idx, category in enumerate(config.categories):
@@ -58,14 +62,15 @@ class CategoryIndex:
                 _, own_tokens = encoder.encode_with_tokens(own_texts, query=False)
             tokens = CategoryTokens(own_tokens, example_tokens[: len(texts)], label_array, device=encoder.device)
         example_vectors, description_vectors = vectors[: len(texts)], vectors[len(texts) :]
+        scope = _fit_scope(config, encoder, example_vectors, label_array, description_vectors, cache, background)
 
         def fit() -> CategoryScorer:
             return fit_category_scorer(method, example_vectors, texts, label_array, description_vectors, own_texts, lexical, tokens)
 
         if cache is None:
-            return cls(config, example_vectors, label_array, description_vectors, fit())
+            return cls(config, example_vectors, label_array, description_vectors, fit(), scope)
         key = content_key(texts, labels, descriptions, own_texts, method, lexical, token_matching)
-        return cls(config, example_vectors, label_array, description_vectors, cache.fitted(key, fit))
+        return cls(config, example_vectors, label_array, description_vectors, cache.fitted(key, fit), scope)
 
     @property
     def calibration(self) -> Calibration:
@@ -88,3 +93,25 @@ class CategoryIndex:
 def category_texts(config: CategoryConfig) -> list[str]:
     """The words each category's BM25 document starts from: its name (as words) and description."""
     return [f"{c.name.replace('_', ' ').replace('-', ' ')} {c.description or ''}" for c in config.categories]
+
+
+def _fit_scope(
+    config: CategoryConfig,
+    encoder: TextEncoder,
+    example_vectors: np.ndarray,
+    labels: np.ndarray,
+    description_vectors: np.ndarray,
+    cache: StartCache | None,
+    background: bool,
+) -> ScopeModel | None:
+    """The out-of-scope model, with the file's own off-topic examples and the packaged background as negatives."""
+    if not config.detect_out_of_scope:
+        return None
+    negatives = list(config.out_of_scope_examples) + (list(background_queries()) if background else [])
+    if not negatives:
+        negative_vectors = np.zeros((0, example_vectors.shape[1]), dtype=example_vectors.dtype)
+    elif cache:
+        negative_vectors = cache.documents(encoder, negatives, with_tokens=False)[0]
+    else:
+        negative_vectors = encoder.encode_documents(negatives)
+    return fit_scope(example_vectors, labels, description_vectors, negative_vectors, tuple(c.threshold for c in config.categories))

@@ -2,15 +2,33 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from .categories import CategoryConfig
+from .scope_stats import ScopeStats
+
+
+@dataclass(frozen=True)
+class Revision:
+    """Who decided an answer: the model, and the versions of the category set and the routing policy."""
+
+    model_id: str = ""
+    category_set_version: str = ""
+    policy_version: str = ""
+
+    def to_public(self) -> dict[str, str]:
+        return {"model_id": self.model_id, "category_set_version": self.category_set_version, "policy_version": self.policy_version}
 
 
 @dataclass(frozen=True)
 class ClassificationResult:
-    """Always carries the probabilities, so one cached entry serves both with_probabilities forms."""
+    """Always carries the probabilities, so one cached entry serves both with_probabilities forms.
+
+    ``category`` names the nearest category even when ``in_scope`` is false, so old clients keep working;
+    ``confidence`` is the probability that the answer is right, low for a query that fits no category.
+    """
 
     class_index: int
     category: str
@@ -18,7 +36,15 @@ class ClassificationResult:
     model: str
     use_reasoning: bool
     probabilities: tuple[float, ...]
-    entropy: float
+    entropy: float  # nats
+    in_scope: bool = True
+    labels: tuple[str, ...] = ()  # every category the query passes, main first; empty when out of scope
+    margin: float = 1.0  # top probability minus the runner-up's
+    revision: Revision = Revision()
+
+    @property
+    def entropy_bits(self) -> float:
+        return self.entropy / math.log(2)
 
     def to_public(self, with_probabilities: bool) -> dict[str, Any]:
         """The classify_text JSON (DESIGN §3)."""
@@ -28,10 +54,15 @@ class ClassificationResult:
             "confidence": self.confidence,
             "model": self.model,
             "use_reasoning": self.use_reasoning,
+            "in_scope": self.in_scope,
+            "labels": list(self.labels),
+            "margin": self.margin,
         }
         if with_probabilities:
             out["probabilities"] = list(self.probabilities)
             out["entropy"] = self.entropy
+            out["entropy_bits"] = self.entropy_bits
+        out["_meta"] = self.revision.to_public()
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -39,6 +70,7 @@ class ClassificationResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ClassificationResult:
+        meta = data.get("_meta") or {}
         return cls(
             class_index=int(data["class"]),
             category=str(data["category"]),
@@ -47,6 +79,10 @@ class ClassificationResult:
             use_reasoning=bool(data["use_reasoning"]),
             probabilities=tuple(float(p) for p in data["probabilities"]),
             entropy=float(data["entropy"]),
+            in_scope=bool(data.get("in_scope", True)),
+            labels=tuple(str(label) for label in data.get("labels", ())),
+            margin=float(data.get("margin", 1.0)),
+            revision=Revision(**{k: str(v) for k, v in meta.items() if k in Revision.__dataclass_fields__}),
         )
 
 
@@ -64,3 +100,4 @@ class ClassifierInfo:
     loo_accuracy: float
     reload_error: str | None = None  # the last categories file that was refused, and why
     scoring: str = ""  # what the scorer fitted on this file is: auto's pick, "+bm25" with word matches
+    scope: ScopeStats | None = None  # the fitted out-of-scope thresholds and what they are expected to do

@@ -34,6 +34,7 @@ REPLICA_SETTINGS = (
     "middle_layer_features",
     "lexical_scoring",
     "token_matching",
+    "scope_background",
 )
 
 

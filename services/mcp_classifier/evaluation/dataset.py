@@ -1,5 +1,8 @@
 """Labelled queries from JSONL or CSV: text, category, and optionally expected_use_reasoning and a tag.
 
+The category may be written `label`; null (JSON) or `null` (CSV) marks a query that fits none of the
+categories, which the service should answer out of scope.
+
 The tag (a `style` or `tag` column: chat, terse, noisy, multi-topic, ...) lets eval report accuracy per
 kind of traffic, where one overall figure hides the weak spot.
 """
@@ -14,6 +17,9 @@ from pathlib import Path
 
 class DatasetError(ValueError):
     pass
+
+
+OUT_OF_SCOPE = "(out of scope)"  # the label of a query that fits no category, in data and in predictions
 
 
 @dataclass(frozen=True)
@@ -63,12 +69,16 @@ def load_dataset(path: Path) -> list[LabelledQuery]:
     for where, row in rows:
         if not isinstance(row, dict):
             raise DatasetError(f"{where}: each row must be an object with text and category")
-        text, category = (row.get("text") or "").strip(), (row.get("category") or "").strip()
+        key = "category" if "category" in row else "label"
+        raw_category = row.get(key)
+        text, category = (row.get("text") or "").strip(), str(raw_category or "").strip()
         if not text:
             continue
-        if not category:
-            raise DatasetError(f"{where}: row has text but no category")
-        tag = str(row.get("tag") or row.get("style") or "").strip() or None
+        if (key in row and raw_category is None) or category.lower() == "null":
+            category = OUT_OF_SCOPE
+        elif not category:
+            raise DatasetError(f"{where}: row has text but no category (null marks an out-of-scope query)")
+        tag = str(row.get("tag") or row.get("style") or row.get("kind") or "").strip() or None
         queries.append(LabelledQuery(text, category, _flag(row.get("expected_use_reasoning"), where), tag))
     if not queries:
         raise DatasetError(f"{path}: no labelled rows found")

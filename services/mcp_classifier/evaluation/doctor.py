@@ -88,6 +88,7 @@ class Diagnosis:
     health: list[CategoryHealth]  # weakest first
     chosen_method: str = ""  # what `method` (e.g. auto) picks on all the examples
     queries: dict[str, Any] = field(default_factory=dict)  # accuracy, ece, n, errors on the user's labelled queries
+    scope: dict[str, Any] | None = None  # ScopeStats.to_public of the file: thresholds, coverage, loose ones
 
     @property
     def flagged_pairs(self) -> list[Pair]:
@@ -230,6 +231,22 @@ def render(d: Diagnosis) -> str:
         first = weak[0]
         advice = f"Start with **{first.name}**: add examples that say how it differs"
         lines += ["", advice + (f" from **{first.taken_by}**." if first.taken_by else ".")]
+    if d.scope:
+        lines += [
+            "",
+            "## Out-of-scope thresholds",
+            "",
+            f"Expected out-of-scope recall {d.scope['expected_out_of_scope_recall']:.0%} on {d.scope['negatives']} off-topic texts; "
+            f"expected coverage of your own examples {d.scope['expected_coverage']:.0%}.",
+            "",
+            "| category | threshold (similarity) | own examples kept in scope | from the file | verdict |",
+            "|---|---:|---:|---|---|",
+        ]
+        for name, c in d.scope["categories"].items():
+            verdict = "loose: off-topic text near it passes; add out_of_scope_examples or raise its threshold" if c["loose"] else ""
+            lines.append(
+                f"| {name} | {c['threshold']:.3f} | {c['expected_coverage']:.0%} | {'yes' if c['from_file'] else ''} | {verdict} |"
+            )
     lines += ["", f"## Examples that vote for another category ({len(d.misvotes)})", ""]
     if d.misvotes:
         lines += ["| example | its category | classified as | confidence |", "|---|---|---|---:|"]

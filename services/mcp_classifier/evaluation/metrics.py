@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from .dataset import OUT_OF_SCOPE
+
 ECE_BINS = 10  # equal-width confidence bins, the usual choice for expected calibration error
 ECE_FLOOR_DRAWS = 200  # simulated outcome sets behind calibrated_ece: its own noise is then under 0.005
 ECE_FLOOR_SEED = 0  # fixed, so a report is reproducible
@@ -44,6 +46,8 @@ class Evaluation:
     threshold: float | None = None
     answered_share: float | None = None
     answered_accuracy: float | None = None
+    # Where the data or the answers hold out-of-scope queries: coverage, out-of-scope recall and precision, AUROC
+    scope: dict[str, float] | None = None
     # Every query's answer, in data order: lets a reader (or a test) recompute any figure from the
     # very predictions the report was made from, and compare systems item by item.
     predictions: list[dict[str, Any]] = field(default_factory=list)
@@ -108,7 +112,9 @@ def evaluate(
     true_labels = [label for label in labels if label in seen]
     correct = np.array([t == p.category for t, p in zip(truth, predictions)])
     confidences = np.array([p.confidence for p in predictions], dtype=float)
-    ece, reliability = expected_calibration_error(confidences, correct)
+    # Confidence is the probability that the answer is right, and no category is right for an out-of-scope query.
+    answer_right = correct & np.array([t != OUT_OF_SCOPE for t in truth])
+    ece, reliability = expected_calibration_error(confidences, answer_right)
     histogram = [int(b["count"]) for b in reliability]
     stated = [(e, p.use_reasoning) for e, p in zip(expected_reasoning, predictions) if e is not None]
     reasoning = float(np.mean([e == got for e, got in stated])) if stated else None
@@ -142,8 +148,53 @@ def evaluate(
         threshold=threshold,
         answered_share=None if answered is None else float(answered.mean()),
         answered_accuracy=None if answered is None or not answered.any() else float(correct[answered].mean()),
+        scope=scope_metrics(truth, predictions) if OUT_OF_SCOPE in labels else None,
         predictions=[
             {"text": text, "expected": t, "predicted": p.category, "confidence": p.confidence, "use_reasoning": p.use_reasoning}
             for text, t, p in zip(texts, truth, predictions)
         ],
     )
+
+
+def scope_metrics(truth: list[str], predictions: list[Prediction]) -> dict[str, float]:
+    """How well answers tell in-scope from out-of-scope queries.
+
+    in_scope_accuracy: in-scope queries answered in scope with the right category; coverage: in-scope queries
+    answered in scope; out_of_scope_recall and _precision: of the out-of-scope queries, and of the answers that
+    said out of scope; auroc: how well confidence ranks in-scope queries above out-of-scope ones.
+    """
+    is_out = np.array([t == OUT_OF_SCOPE for t in truth])
+    said_out = np.array([p.category == OUT_OF_SCOPE for p in predictions])
+    right = np.array([t == p.category for t, p in zip(truth, predictions)])
+    confidences = np.array([p.confidence for p in predictions], dtype=float)
+    inside = ~is_out
+    return {
+        "in_scope_n": int(inside.sum()),
+        "out_of_scope_n": int(is_out.sum()),
+        "in_scope_accuracy": float(right[inside].mean()) if inside.any() else 0.0,
+        "coverage": float((~said_out[inside]).mean()) if inside.any() else 0.0,
+        "out_of_scope_recall": float(said_out[is_out].mean()) if is_out.any() else 0.0,
+        "out_of_scope_precision": float(is_out[said_out].mean()) if said_out.any() else 0.0,
+        "auroc": auroc(confidences[inside], confidences[is_out]),
+    }
+
+
+def auroc(positives: np.ndarray, negatives: np.ndarray) -> float:
+    """P(a random positive scores above a random negative), ties counting half; nan without both kinds."""
+    if not len(positives) or not len(negatives):
+        return float("nan")
+    from sklearn.metrics import roc_auc_score
+
+    labels = np.concatenate([np.ones(len(positives)), np.zeros(len(negatives))])
+    return float(roc_auc_score(labels, np.concatenate([positives, negatives])))
+
+
+def coverage_accuracy_curve(truth: list[str], predictions: list[Prediction]) -> list[tuple[float, float]]:
+    """(coverage, accuracy) as the confidence threshold rises: answering only the most confident share of all
+    queries, how many of those answers are right (an out-of-scope query answered with a category is wrong)."""
+    confidences = np.array([p.confidence for p in predictions], dtype=float)
+    right = np.array([t == p.category and t != OUT_OF_SCOPE for t, p in zip(truth, predictions)])
+    order = np.argsort(-confidences, kind="stable")
+    hits = np.cumsum(right[order])
+    answered = np.arange(1, len(order) + 1)
+    return [(float(n / len(order)), float(h / n)) for n, h in zip(answered, hits)]

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
-from .metrics import Evaluation
+from .metrics import Evaluation, Prediction, coverage_accuracy_curve
 
 MAX_ERRORS_LISTED = 25
 ECE_NOTE = (
@@ -31,6 +32,20 @@ def summary_table(evaluations: list[Evaluation]) -> str:
             f"| {e.system} | {e.n} | {e.accuracy:.1%} | {e.macro_f1:.3f} | {e.ece:.3f} | {e.ece_if_calibrated:.3f} | {_percent(e.reasoning_accuracy)} "
             f"| {_percent(e.answered_share)} | {_percent(e.answered_accuracy)} |"
         )
+    scoped = [e for e in evaluations if e.scope]
+    if scoped:
+        lines += [
+            "",
+            "| system | in scope n | out of scope n | in-scope accuracy | coverage | out-of-scope recall | out-of-scope precision "
+            "| AUROC of confidence | ECE (all) |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for e in scoped:
+            f = e.scope or {}
+            lines.append(
+                f"| {e.system} | {f['in_scope_n']:g} | {f['out_of_scope_n']:g} | {f['in_scope_accuracy']:.1%} | {f['coverage']:.1%} "
+                f"| {f['out_of_scope_recall']:.1%} | {f['out_of_scope_precision']:.1%} | {f['auroc']:.3f} | {e.ece:.3f} |"
+            )
     tags = sorted({t for e in evaluations for t in e.per_tag})
     if tags:
         lines += ["", "| system | " + " | ".join(f"{t} (n={evaluations[0].per_tag.get(t, {}).get('n', 0):g})" for t in tags) + " |"]
@@ -99,17 +114,37 @@ def write_figures(evaluations: list[Evaluation], out_dir: Path) -> dict[str, str
     for e in evaluations:
         used = [b for b in e.reliability if b["count"]]
         ax.plot([b["confidence"] for b in used], [b["accuracy"] for b in used], marker="o", label=f"{e.system} (ECE {e.ece:.3f})")
-    ax.set_xlabel("mean confidence in bin")
-    ax.set_ylabel("accuracy in bin")
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1)
-    ax.set_title("Reliability diagram")
-    ax.legend(loc="upper left", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out_dir / "reliability.png", dpi=110)
-    plt.close(fig)
+    _finish(fig, ax, out_dir / "reliability.png", ("mean confidence in bin", "accuracy in bin"), "Reliability diagram", "upper left")
     files["reliability"] = "reliability.png"
+    if any(e.scope for e in evaluations):
+        fig, ax = plt.subplots(figsize=(5.5, 4.5))
+        for e in evaluations:
+            truth = [str(p["expected"]) for p in e.predictions]
+            answers = [Prediction(str(p["predicted"]), float(p["confidence"])) for p in e.predictions]
+            curve = coverage_accuracy_curve(truth, answers)
+            ax.plot([c for c, _ in curve], [a for _, a in curve], label=e.system)
+        axes = (
+            "coverage (share of all queries answered, most confident first)",
+            "accuracy of the answered (out of scope answered = wrong)",
+        )
+        _finish(fig, ax, out_dir / "coverage-accuracy.png", axes, "Coverage and accuracy as the confidence threshold rises", "lower left")
+        files["coverage-accuracy"] = "coverage-accuracy.png"
     return files
+
+
+def _finish(fig: Any, ax: Any, path: Path, labels: tuple[str, str], title: str, legend: str) -> None:
+    """Unit axes with a little headroom (points on the border stay whole), labels, legend, and the PNG."""
+    ax.set_xlabel(labels[0])
+    ax.set_ylabel(labels[1])
+    ax.set_xlim(-0.02, 1.02)
+    ax.set_ylim(-0.02, 1.04)
+    ax.set_title(title)
+    ax.legend(loc=legend, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
 
 
 def write_report(evaluations: list[Evaluation], out_dir: Path, data_name: str) -> Path:
@@ -118,6 +153,8 @@ def write_report(evaluations: list[Evaluation], out_dir: Path, data_name: str) -
     parts = [f"# Classification report: {data_name}", "", summary_table(evaluations), "", ECE_NOTE, ""]
     if "reliability" in figures:
         parts += ["![reliability diagram](reliability.png)", ""]
+    if "coverage-accuracy" in figures:
+        parts += ["![coverage and accuracy](coverage-accuracy.png)", ""]
     else:
         parts += ["(PNG figures need matplotlib: pip install 'mcp-classifier[eval]')", ""]
     for e in evaluations:

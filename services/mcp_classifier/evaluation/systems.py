@@ -12,6 +12,7 @@ import httpx
 from tqdm import tqdm
 
 from ..classify.results import ClassificationResult
+from .dataset import OUT_OF_SCOPE
 from .metrics import Prediction
 
 REMOTE_CONCURRENCY = 8  # a handful of requests in flight: fast, yet gentle on a production server
@@ -23,7 +24,7 @@ def predict_local(classify: Callable[[list[str]], list[ClassificationResult]], t
     with tqdm(total=len(texts), desc="local", unit="q", file=sys.stderr, disable=None) as progress:
         for start in range(0, len(texts), batch_size):
             chunk = list(texts[start : start + batch_size])
-            out += [Prediction(r.category, r.confidence, r.use_reasoning) for r in classify(chunk)]
+            out += [Prediction(r.category if r.in_scope else OUT_OF_SCOPE, r.confidence, r.use_reasoning) for r in classify(chunk)]
             progress.update(len(chunk))
     return out
 
@@ -60,6 +61,8 @@ async def _predict_remote(url: str, texts: Sequence[str], timeout_s: float) -> l
                 payload = await call({"text": text, "with_probabilities": True}, "classify_text")
             progress.update(1)
             category = payload.get("category") or categories[int(payload["class"])]
+            if payload.get("in_scope") is False:
+                category = OUT_OF_SCOPE
             return Prediction(category, float(payload["confidence"]), payload.get("use_reasoning"))
 
         try:

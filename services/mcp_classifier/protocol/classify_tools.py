@@ -19,10 +19,33 @@ def classify_output_schema() -> dict[str, Any]:
             "confidence": {"type": "number", "minimum": 0, "maximum": 1},
             "model": {"type": "string", "description": "Model the router should send the query to."},
             "use_reasoning": {"type": "boolean", "description": "Whether the router should turn on reasoning."},
+            "in_scope": {
+                "type": "boolean",
+                "description": "False when the query fits none of the categories; category then names the nearest one, "
+                "confidence is low, and model and use_reasoning are the fallback category's where the file names one.",
+            },
+            "labels": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Every category the query passes (its threshold and a share of the probability), main first; "
+                "empty when out of scope.",
+            },
+            "margin": {"type": "number", "minimum": 0, "maximum": 1, "description": "Top probability minus the runner-up's."},
             "probabilities": {"type": "array", "items": {"type": "number", "minimum": 0, "maximum": 1}},
-            "entropy": {"type": "number", "minimum": 0, "description": "Shannon entropy of probabilities, in nats."},
+            "entropy": {"type": "number", "minimum": 0, "description": "Shannon entropy of probabilities, in nats (natural log)."},
+            "entropy_bits": {"type": "number", "minimum": 0, "description": "The same entropy in bits (log base 2)."},
+            "_meta": {
+                "type": "object",
+                "description": "Who decided: the model id and the versions of the category set and the routing policy.",
+                "properties": {
+                    "model_id": {"type": "string"},
+                    "category_set_version": {"type": "string"},
+                    "policy_version": {"type": "string"},
+                },
+                "required": ["model_id", "category_set_version", "policy_version"],
+            },
         },
-        "required": ["class", "category", "confidence", "model", "use_reasoning"],
+        "required": ["class", "category", "confidence", "model", "use_reasoning", "in_scope", "labels", "margin", "_meta"],
     }
 
 
@@ -34,6 +57,11 @@ def list_categories_output_schema() -> dict[str, Any]:
             "categories": {"type": "array", "items": {"type": "string"}},
             "category_system_prompts": string_map,
             "category_descriptions": string_map,
+            "scope": {
+                "type": "object",
+                "description": "The fitted out-of-scope thresholds (similarity at which in and out are even, per "
+                "category), the coverage of each category's own examples, and the expected out-of-scope recall.",
+            },
         },
         "required": ["categories", "category_system_prompts", "category_descriptions"],
     }
@@ -80,12 +108,16 @@ def register_classification_tools(
     registry: ToolRegistry, backend: ClassificationBackend, max_text_length: int, max_batch_texts: int = 256
 ) -> None:
     async def list_categories(_: dict[str, Any]) -> dict[str, Any]:
-        config = (await backend.info()).categories
-        return {
+        info = await backend.info()
+        config = info.categories
+        answer: dict[str, Any] = {
             "categories": config.names,
             "category_system_prompts": {c.name: c.system_prompt for c in config.categories},
             "category_descriptions": {c.name: c.description for c in config.categories},
         }
+        if info.scope is not None:
+            answer["scope"] = info.scope.to_public(config.names)
+        return answer
 
     async def classify_text(arguments: dict[str, Any]) -> dict[str, Any]:
         text = arguments["text"]
@@ -126,8 +158,10 @@ def register_classification_tools(
             title="Classify text",
             description="Classify a user query into one of the categories and recommend the model and whether "
             "to use reasoning. Returns class (index into list_categories), category, confidence, model and "
-            "use_reasoning; with_probabilities adds the probability of every category and their Shannon "
-            "entropy in nats (natural log).",
+            "use_reasoning, in_scope (false when the query fits none of the categories), labels (every category "
+            "it passes, main first) and margin; with_probabilities adds the probability of every category and their "
+            "Shannon entropy, in nats (entropy) and bits (entropy_bits). _meta names the model and the versions of "
+            "the category set and policy that decided.",
             input_schema={
                 "type": "object",
                 "properties": {

@@ -259,6 +259,8 @@ def create_app(
                 "dtype": info.dtype,
                 "pooling": info.pooling,
                 "categories_reload_error": info.reload_error,
+                "scope": info.scope.to_public(info.categories.names) if info.scope else None,
+                "fallback": info.categories.fallback,
                 **sse.health(),
                 **extra_health(),
             }

@@ -40,7 +40,7 @@ class ClassifyRequest(_message.Message):
     def __init__(self, texts: _Optional[_Iterable[str]] = ..., with_probabilities: _Optional[bool] = ...) -> None: ...
 
 class Classification(_message.Message):
-    __slots__ = ("class_index", "category", "confidence", "model", "use_reasoning", "probabilities", "entropy")
+    __slots__ = ("class_index", "category", "confidence", "model", "use_reasoning", "probabilities", "entropy", "out_of_scope", "labels", "margin", "model_id", "category_set_version", "policy_version")
     CLASS_INDEX_FIELD_NUMBER: _ClassVar[int]
     CATEGORY_FIELD_NUMBER: _ClassVar[int]
     CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
@@ -48,6 +48,12 @@ class Classification(_message.Message):
     USE_REASONING_FIELD_NUMBER: _ClassVar[int]
     PROBABILITIES_FIELD_NUMBER: _ClassVar[int]
     ENTROPY_FIELD_NUMBER: _ClassVar[int]
+    OUT_OF_SCOPE_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    MARGIN_FIELD_NUMBER: _ClassVar[int]
+    MODEL_ID_FIELD_NUMBER: _ClassVar[int]
+    CATEGORY_SET_VERSION_FIELD_NUMBER: _ClassVar[int]
+    POLICY_VERSION_FIELD_NUMBER: _ClassVar[int]
     class_index: int
     category: str
     confidence: float
@@ -55,7 +61,13 @@ class Classification(_message.Message):
     use_reasoning: bool
     probabilities: _containers.RepeatedScalarFieldContainer[float]
     entropy: float
-    def __init__(self, class_index: _Optional[int] = ..., category: _Optional[str] = ..., confidence: _Optional[float] = ..., model: _Optional[str] = ..., use_reasoning: _Optional[bool] = ..., probabilities: _Optional[_Iterable[float]] = ..., entropy: _Optional[float] = ...) -> None: ...
+    out_of_scope: bool
+    labels: _containers.RepeatedScalarFieldContainer[str]
+    margin: float
+    model_id: str
+    category_set_version: str
+    policy_version: str
+    def __init__(self, class_index: _Optional[int] = ..., category: _Optional[str] = ..., confidence: _Optional[float] = ..., model: _Optional[str] = ..., use_reasoning: _Optional[bool] = ..., probabilities: _Optional[_Iterable[float]] = ..., entropy: _Optional[float] = ..., out_of_scope: _Optional[bool] = ..., labels: _Optional[_Iterable[str]] = ..., margin: _Optional[float] = ..., model_id: _Optional[str] = ..., category_set_version: _Optional[str] = ..., policy_version: _Optional[str] = ...) -> None: ...
 
 class ClassifyResponse(_message.Message):
     __slots__ = ("results", "category_set_version", "policy_version", "model_id")
@@ -84,7 +96,7 @@ class Category(_message.Message):
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., system_prompt: _Optional[str] = ...) -> None: ...
 
 class InfoResponse(_message.Message):
-    __slots__ = ("model_id", "category_set_version", "policy_version", "index_size", "temperature", "leave_one_out_accuracy", "device", "dtype", "pooling", "categories", "config_json", "batch_stats", "reload_error", "scoring")
+    __slots__ = ("model_id", "category_set_version", "policy_version", "index_size", "temperature", "leave_one_out_accuracy", "device", "dtype", "pooling", "categories", "config_json", "batch_stats", "reload_error", "scoring", "scope_json")
     MODEL_ID_FIELD_NUMBER: _ClassVar[int]
     CATEGORY_SET_VERSION_FIELD_NUMBER: _ClassVar[int]
     POLICY_VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -99,6 +111,7 @@ class InfoResponse(_message.Message):
     BATCH_STATS_FIELD_NUMBER: _ClassVar[int]
     RELOAD_ERROR_FIELD_NUMBER: _ClassVar[int]
     SCORING_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_JSON_FIELD_NUMBER: _ClassVar[int]
     model_id: str
     category_set_version: str
     policy_version: str
@@ -113,7 +126,8 @@ class InfoResponse(_message.Message):
     batch_stats: BatchStats
     reload_error: str
     scoring: str
-    def __init__(self, model_id: _Optional[str] = ..., category_set_version: _Optional[str] = ..., policy_version: _Optional[str] = ..., index_size: _Optional[int] = ..., temperature: _Optional[float] = ..., leave_one_out_accuracy: _Optional[float] = ..., device: _Optional[str] = ..., dtype: _Optional[str] = ..., pooling: _Optional[str] = ..., categories: _Optional[_Iterable[_Union[Category, _Mapping]]] = ..., config_json: _Optional[str] = ..., batch_stats: _Optional[_Union[BatchStats, _Mapping]] = ..., reload_error: _Optional[str] = ..., scoring: _Optional[str] = ...) -> None: ...
+    scope_json: str
+    def __init__(self, model_id: _Optional[str] = ..., category_set_version: _Optional[str] = ..., policy_version: _Optional[str] = ..., index_size: _Optional[int] = ..., temperature: _Optional[float] = ..., leave_one_out_accuracy: _Optional[float] = ..., device: _Optional[str] = ..., dtype: _Optional[str] = ..., pooling: _Optional[str] = ..., categories: _Optional[_Iterable[_Union[Category, _Mapping]]] = ..., config_json: _Optional[str] = ..., batch_stats: _Optional[_Union[BatchStats, _Mapping]] = ..., reload_error: _Optional[str] = ..., scoring: _Optional[str] = ..., scope_json: _Optional[str] = ...) -> None: ...
 
 class BatchStats(_message.Message):
     __slots__ = ("batches", "texts", "largest_batch", "batch_size_counts")

@@ -1,0 +1,193 @@
+"""Whether a query fits any category at all: per-category similarity thresholds and an in-scope probability.
+
+A softmax over the user's categories always names one, however far the query is from all of them, so
+"none of these" needs its own signal. Two similarities of the query say it:
+- to its nearest category: the mean of its ``SCOPE_TOP_K`` most similar examples there, measured against
+  what that category's own examples score when each is left out (so a tight category asks for more);
+- to generic off-topic text: the same mean over the background set (chit-chat, other domains,
+  instructions to the model, ``data/background_queries.yaml``) plus the file's ``out_of_scope_examples``.
+A two-feature logistic regression turns them into the probability that the query is in scope, fitted
+with the categories' own examples (left out one at a time) as positives and the off-topic texts (each
+left out of the background it is compared with) as negatives. Background texts that sit as close to a
+category as its own examples do are dropped first: for a deployment that owns chit-chat or trivia, they
+are in scope.
+
+The classifier multiplies the category's probability by this one, so ``confidence`` stays the
+probability that the answer is right, and an out-of-scope query's is low.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+import numpy as np
+import yaml
+
+from .scope_stats import ScopeStats
+
+SCOPE_TOP_K = 2  # nearest examples averaged per category: one odd example neither makes nor breaks a match
+IN_SCOPE_PROBABILITY = 0.5  # the decision point of in_scope, where the logistic says in and out are even
+# A second category joins labels when the query is about as similar to it as to the main one: within this much
+# cosine similarity, and past its own threshold. On the two-topic queries of four sets written for this, 9 of 24
+# got both labels and 40 of 216 single-topic ones an extra label (0.10: 13 of 24 and 84 of 216).
+LABEL_SIMILARITY_GAP = 0.05
+OWN_LIKE_QUANTILE = 0.25  # background texts above this quantile of a category's own similarities count as its own
+REGULARISATION = 1.0  # scikit-learn's C for the logistic: three parameters, hundreds of points
+
+
+@lru_cache(maxsize=1)
+def background_queries() -> tuple[str, ...]:
+    """The packaged generic off-topic queries, used only as negatives."""
+    text = resources.files("mcp_classifier.data").joinpath("background_queries.yaml").read_text("utf-8")
+    return tuple(yaml.safe_load(text)["queries"])
+
+
+def top_k_mean(similarities: np.ndarray, k: int = SCOPE_TOP_K) -> np.ndarray:
+    """(B, M) similarities -> (B,) mean of each row's k largest finite entries (-inf entries are left out)."""
+    if similarities.shape[1] == 0:
+        return np.full(similarities.shape[0], -1.0)
+    k = min(k, similarities.shape[1])
+    top = -np.sort(-similarities, axis=1)[:, :k]
+    valid = np.isfinite(top)
+    return np.where(valid, top, 0.0).sum(axis=1) / np.maximum(valid.sum(axis=1), 1)
+
+
+def category_similarities(query_vectors: np.ndarray, example_vectors: np.ndarray, labels: np.ndarray, fallback: np.ndarray) -> np.ndarray:
+    """(B, C): each query's top-k mean similarity to each category's examples; a category without examples
+    uses its description's similarity (``fallback``, (B, C))."""
+    sims = query_vectors @ example_vectors.T
+    out = fallback.copy()
+    for c in range(fallback.shape[1]):
+        members = labels == c
+        if members.any():
+            out[:, c] = top_k_mean(sims[:, members])
+    return out
+
+
+@dataclass(frozen=True)
+class ScopeModel:
+    example_vectors: np.ndarray
+    labels: np.ndarray
+    description_vectors: np.ndarray
+    background_vectors: np.ndarray  # (M, d) the off-topic texts kept as negatives
+    centres: np.ndarray  # (C,) per category: the median similarity of its own examples, each left out
+    weights: np.ndarray  # (2,) logistic weights on (similarity - centre, similarity - background similarity)
+    bias: float
+    stats: ScopeStats
+
+    def in_scope_probability(self, query_vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(B, d) unit query vectors -> ((B,) probability of being in scope, (B, C) category similarities)."""
+        sims = category_similarities(query_vectors, self.example_vectors, self.labels, query_vectors @ self.description_vectors.T)
+        background = top_k_mean(query_vectors @ self.background_vectors.T)
+        return self._probability(sims, background), sims
+
+    def _probability(self, sims: np.ndarray, background: np.ndarray) -> np.ndarray:
+        nearest = sims.argmax(axis=1)
+        best = sims[np.arange(len(sims)), nearest]
+        features = np.stack([best - self.centres[nearest], best - background], axis=1)
+        probability = 1.0 / (1.0 + np.exp(-(features @ self.weights + self.bias)))
+        # A threshold the file sets decides alone: at or above it in scope, below it out, whatever the background says.
+        overridden = np.asarray(self.stats.overridden, dtype=bool)[nearest] if self.stats.overridden else np.zeros(len(best), bool)
+        if overridden.any():
+            passed = best >= np.asarray(self.stats.thresholds)[nearest]
+            probability = np.where(overridden & passed, np.maximum(probability, IN_SCOPE_PROBABILITY), probability)
+            probability = np.where(overridden & ~passed, np.minimum(probability, np.nextafter(IN_SCOPE_PROBABILITY, 0.0)), probability)
+        return probability
+
+    def label_mask(self, sims: np.ndarray) -> np.ndarray:
+        """(B, C) similarities -> (B, C) whether each category is one of the query's labels: past its threshold
+        and within LABEL_SIMILARITY_GAP of the nearest category."""
+        near_top = sims >= sims.max(axis=1, keepdims=True) - LABEL_SIMILARITY_GAP
+        return near_top & (sims >= np.asarray(self.stats.thresholds)[None, :])
+
+
+def fit_scope(
+    example_vectors: np.ndarray,
+    labels: np.ndarray,
+    description_vectors: np.ndarray,
+    negative_vectors: np.ndarray,
+    overrides: tuple[float | None, ...] = (),
+) -> ScopeModel:
+    """Fit the in-scope probability from the categories' examples and off-topic texts (DESIGN: out of scope).
+
+    overrides: per category, a similarity threshold from the categories file that replaces the fitted one.
+    """
+    from sklearn.linear_model import LogisticRegression
+
+    n_categories = description_vectors.shape[0]
+    overrides = overrides or (None,) * n_categories
+    # Positives: each example against its own category without itself, and the other categories as they are.
+    example_sims = example_vectors @ example_vectors.T
+    np.fill_diagonal(example_sims, -np.inf)
+    own = np.full((len(labels), n_categories), -1.0)
+    description_sims = example_vectors @ description_vectors.T
+    for c in range(n_categories):
+        members = labels == c
+        own[:, c] = top_k_mean(example_sims[:, members]) if members.any() else description_sims[:, c]
+        if members.any() and members.sum() == 1:  # a lone example has nothing left to compare with but its description
+            own[members, c] = description_sims[members, c]
+    own_of_label = own[np.arange(len(labels)), labels]
+    centres = np.array(
+        [
+            float(np.median(own_of_label[labels == c])) if (labels == c).any() else float(np.median(own_of_label))
+            for c in range(n_categories)
+        ]
+    )
+    floors = np.array(
+        [float(np.quantile(own_of_label[labels == c], OWN_LIKE_QUANTILE)) if (labels == c).any() else np.inf for c in range(n_categories)]
+    )
+    # Negatives: drop the off-topic texts that sit as close to a category as its own examples do.
+    negative_sims = category_similarities(negative_vectors, example_vectors, labels, negative_vectors @ description_vectors.T)
+    kept = ~(negative_sims >= floors[None, :]).any(axis=1)
+    negatives, negative_sims = negative_vectors[kept], negative_sims[kept]
+    background_of_negatives = negatives @ negatives.T
+    np.fill_diagonal(background_of_negatives, -np.inf)
+    background_of_examples = top_k_mean(example_vectors @ negatives.T)
+    features_pos = _features(own, centres, background_of_examples)
+    features_neg = _features(negative_sims, centres, top_k_mean(background_of_negatives))
+    x = np.vstack([features_pos, features_neg])
+    y = np.concatenate([np.ones(len(features_pos)), np.zeros(len(features_neg))])
+    if len(features_neg) == 0:  # nothing off-topic to learn from: in scope from half a spread below the centre
+        weights, bias = np.array([20.0, 0.0]), 1.0
+    else:
+        model = LogisticRegression(C=REGULARISATION, class_weight="balanced", max_iter=1000).fit(x, y)
+        weights, bias = model.coef_[0].astype(np.float64), float(model.intercept_[0])
+    # The similarity at which a category's query is even, its background similarity at the positives' median.
+    typical_gap = float(np.median(features_pos[:, 1])) if len(features_pos) else 0.0
+    fitted = centres + (-bias - weights[1] * typical_gap) / max(weights[0] + weights[1], 1e-6)
+    thresholds = np.array([o if o is not None else t for o, t in zip(overrides, fitted)], dtype=np.float64)
+    # An override moves that category's centre so its even point lands on the threshold the file gives.
+    centres = centres + (thresholds - fitted)
+    overridden = tuple(o is not None for o in overrides)
+    partial_stats = ScopeStats(tuple(float(t) for t in thresholds), (), 0.0, 0, overridden)  # what _probability reads
+    probe = ScopeModel(example_vectors, labels, description_vectors, negatives, centres, weights, bias, partial_stats)
+    positive_p = probe._probability(own, background_of_examples)
+    negative_p = probe._probability(negative_sims, top_k_mean(background_of_negatives)) if len(negatives) else np.zeros(0)
+    stats = ScopeStats(
+        thresholds=tuple(float(t) for t in thresholds),
+        coverage=tuple(
+            float((positive_p[labels == c] >= IN_SCOPE_PROBABILITY).mean()) if (labels == c).any() else 1.0 for c in range(n_categories)
+        ),
+        out_of_scope_recall=float((negative_p < IN_SCOPE_PROBABILITY).mean()) if len(negative_p) else 0.0,
+        negatives=int(len(negatives)),
+        overridden=overridden,
+        leaks=_leaks(negative_sims, negative_p, n_categories),
+    )
+    return ScopeModel(example_vectors, labels, description_vectors, negatives, centres, weights, bias, stats)
+
+
+def _leaks(negative_sims: np.ndarray, negative_p: np.ndarray, n_categories: int) -> tuple[float, ...]:
+    """Per category: of the off-topic texts nearest to it, the share judged in scope."""
+    if not len(negative_p):
+        return (0.0,) * n_categories
+    nearest = negative_sims.argmax(axis=1)
+    leaked = negative_p >= IN_SCOPE_PROBABILITY
+    return tuple(float(leaked[nearest == c].mean()) if (nearest == c).any() else 0.0 for c in range(n_categories))
+
+
+def _features(sims: np.ndarray, centres: np.ndarray, background: np.ndarray) -> np.ndarray:
+    nearest = sims.argmax(axis=1)
+    best = sims[np.arange(len(sims)), nearest]
+    return np.stack([best - centres[nearest], best - background], axis=1)

@@ -1,0 +1,57 @@
+"""What the out-of-scope fit expects: plain data, so the gateway shows it without numpy or the model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+LOOSE_LEAK_SHARE = 0.1
+
+
+@dataclass(frozen=True)
+class ScopeStats:
+    """Per category and over all; shown by /health, list_categories and doctor."""
+
+    thresholds: tuple[float, ...]  # per category: the similarity at which in and out of scope are even
+    coverage: tuple[float, ...]  # per category: share of its own examples (each left out) kept in scope
+    out_of_scope_recall: float  # share of the off-topic texts (each left out) judged out of scope
+    negatives: int  # off-topic texts the fit used, after dropping those that look like a category's own
+    overridden: tuple[bool, ...]  # per category: the threshold came from the file, not the fit
+    # per category: of the off-topic texts nearest to it, the share it would still take in scope
+    leaks: tuple[float, ...] = ()
+
+    def loose(self, index: int) -> bool:
+        """A threshold that lets through a tenth or more of the off-topic texts nearest to its category."""
+        return bool(self.leaks) and self.leaks[index] >= LOOSE_LEAK_SHARE
+
+    def to_public(self, names: list[str]) -> dict[str, Any]:
+        return {
+            "expected_out_of_scope_recall": round(self.out_of_scope_recall, 4),
+            "expected_coverage": round(sum(self.coverage) / max(len(self.coverage), 1), 4),
+            "negatives": self.negatives,
+            "categories": {
+                name: {"threshold": round(t, 4), "expected_coverage": round(c, 4), "from_file": o, "loose": self.loose(i)}
+                for i, (name, t, c, o) in enumerate(zip(names, self.thresholds, self.coverage, self.overridden))
+            },
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "thresholds": list(self.thresholds),
+            "coverage": list(self.coverage),
+            "out_of_scope_recall": self.out_of_scope_recall,
+            "negatives": self.negatives,
+            "overridden": list(self.overridden),
+            "leaks": list(self.leaks),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ScopeStats:
+        return cls(
+            thresholds=tuple(float(t) for t in data["thresholds"]),
+            coverage=tuple(float(c) for c in data["coverage"]),
+            out_of_scope_recall=float(data["out_of_scope_recall"]),
+            negatives=int(data["negatives"]),
+            overridden=tuple(bool(o) for o in data["overridden"]),
+            leaks=tuple(float(x) for x in data.get("leaks", ())),
+        )

@@ -1,0 +1,106 @@
+"""The out-of-scope fit on vectors made for it, and eval's out-of-scope figures on answers made for them.
+
+Synthetic unit vectors: three categories, each a tight bundle around its own direction, and off-topic
+texts around other directions. What the fit must do: keep each category's own neighbourhood in scope,
+put the off-topic neighbourhood out, let a threshold from the file decide alone, and report what it
+expects. Then eval's figures, recomputed by hand on a dozen answers.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mcp_classifier.classify.scope import IN_SCOPE_PROBABILITY, fit_scope
+from mcp_classifier.evaluation.dataset import OUT_OF_SCOPE, load_dataset
+from mcp_classifier.evaluation.metrics import Prediction, coverage_accuracy_curve, evaluate, scope_metrics
+
+DIMENSIONS = 16
+rng = np.random.default_rng(7)
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+def _bundle(direction: int, n: int, spread: float = 0.12) -> np.ndarray:
+    centre = np.zeros(DIMENSIONS)
+    centre[direction] = 1.0
+    return _unit(centre + spread * rng.standard_normal((n, DIMENSIONS)))
+
+
+EXAMPLES = np.vstack([_bundle(0, 8), _bundle(1, 8), _bundle(2, 8)])
+LABELS = np.repeat(np.arange(3), 8)
+DESCRIPTIONS = _unit(np.eye(DIMENSIONS)[:3] + 0.1)
+NEGATIVES = np.vstack([_bundle(d, 20) for d in (5, 6, 7, 8)])
+
+
+def test_own_neighbourhoods_stay_in_and_off_topic_ones_go_out() -> None:
+    scope = fit_scope(EXAMPLES, LABELS, DESCRIPTIONS, NEGATIVES)
+    in_p, sims = scope.in_scope_probability(np.vstack([_bundle(c, 10) for c in range(3)]))
+    out_p, _ = scope.in_scope_probability(np.vstack([_bundle(d, 10) for d in (9, 10, 11)]))  # directions never seen
+    assert (in_p >= IN_SCOPE_PROBABILITY).mean() >= 0.9
+    assert (out_p < IN_SCOPE_PROBABILITY).mean() >= 0.9
+    assert sims.shape == (30, 3)
+    assert min(scope.stats.coverage) >= 0.8 and scope.stats.out_of_scope_recall >= 0.9
+    assert scope.stats.negatives == len(NEGATIVES) and not any(scope.stats.overridden)
+
+
+def test_off_topic_texts_that_look_like_a_category_are_dropped_from_the_negatives() -> None:
+    lookalikes = _bundle(1, 10, spread=0.05)  # as close to category 1 as its own examples
+    scope = fit_scope(EXAMPLES, LABELS, DESCRIPTIONS, np.vstack([NEGATIVES, lookalikes]))
+    assert scope.stats.negatives == len(NEGATIVES)
+    in_p, _ = scope.in_scope_probability(_bundle(1, 10))
+    assert (in_p >= IN_SCOPE_PROBABILITY).mean() >= 0.9
+
+
+def test_a_threshold_from_the_file_decides_alone() -> None:
+    strict = fit_scope(EXAMPLES, LABELS, DESCRIPTIONS, NEGATIVES, overrides=(0.999, None, None))
+    assert strict.stats.thresholds[0] == 0.999 and strict.stats.overridden == (True, False, False)
+    p, _ = strict.in_scope_probability(_bundle(0, 10))
+    assert (p < IN_SCOPE_PROBABILITY).all()  # nothing is that close to category 0's examples
+    p_other, _ = strict.in_scope_probability(_bundle(1, 10))
+    assert (p_other >= IN_SCOPE_PROBABILITY).mean() >= 0.9  # the others keep their fitted thresholds
+
+
+def test_without_negatives_the_fit_still_answers_from_the_examples_alone() -> None:
+    scope = fit_scope(EXAMPLES, LABELS, DESCRIPTIONS, np.zeros((0, DIMENSIONS)))
+    in_p, _ = scope.in_scope_probability(_bundle(2, 10))
+    out_p, _ = scope.in_scope_probability(_bundle(12, 10))
+    assert in_p.mean() > out_p.mean()
+    assert scope.stats.negatives == 0
+
+
+def test_null_labels_are_out_of_scope_queries(tmp_path: Path) -> None:
+    data = tmp_path / "q.jsonl"
+    rows = [{"text": "refund please", "label": "billing"}, {"text": "hi there", "label": None}, {"text": "ok", "category": "null"}]
+    data.write_text("\n".join(json.dumps(r) for r in rows))
+    assert [q.category for q in load_dataset(data)] == ["billing", OUT_OF_SCOPE, OUT_OF_SCOPE]
+
+
+def test_eval_figures_for_out_of_scope_queries_match_a_hand_count() -> None:
+    truth = ["a", "a", "b", "b", OUT_OF_SCOPE, OUT_OF_SCOPE, OUT_OF_SCOPE]
+    predictions = [
+        Prediction("a", 0.9),  # right
+        Prediction(OUT_OF_SCOPE, 0.3),  # an in-scope query said to be out: a miss, and not covered
+        Prediction("a", 0.6),  # wrong category
+        Prediction("b", 0.8),  # right
+        Prediction(OUT_OF_SCOPE, 0.1),  # caught
+        Prediction(OUT_OF_SCOPE, 0.2),  # caught
+        Prediction("b", 0.7),  # missed: answered with a category
+    ]
+    figures = scope_metrics(truth, predictions)
+    assert figures["in_scope_accuracy"] == pytest.approx(2 / 4)
+    assert figures["coverage"] == pytest.approx(3 / 4)
+    assert figures["out_of_scope_recall"] == pytest.approx(2 / 3)
+    assert figures["out_of_scope_precision"] == pytest.approx(2 / 3)
+    # In-scope confidences 0.9 0.3 0.6 0.8 against out-of-scope 0.1 0.2 0.7: pairs won 3+2+2+3 = 10 of 12.
+    assert figures["auroc"] == pytest.approx(10 / 12)
+    report = evaluate("x", truth, predictions, [None] * 7, [f"t{i}" for i in range(7)])
+    assert report.scope == figures
+    curve = coverage_accuracy_curve(truth, predictions)
+    assert curve[0] == (pytest.approx(1 / 7), 1.0)  # the most confident answer alone is right
+    assert curve[-1] == (1.0, pytest.approx(2 / 7))  # answering everything: the two right answers of seven
