@@ -139,7 +139,7 @@ def test_with_probabilities_both_ways_from_one_entry(cache_client: httpx.Client,
     assert metric(cache_client, "mcp_classifier_cache_hits_total") == hits + 1
     assert set(shared_redis.keys()) - before == {cache_key(versions_of(cache_client), text).encode()}, "one Redis key for both forms"
 
-    assert "probabilities" not in plain and "entropy" not in plain
+    assert "probabilities" not in plain and "entropy" not in plain and "entropy_bits" not in plain
     assert_valid_classification(full, category_count)
     assert len(full["probabilities"]) == category_count and full["entropy"] >= 0
     assert {k: full[k] for k in plain} == plain
@@ -148,7 +148,7 @@ def test_with_probabilities_both_ways_from_one_entry(cache_client: httpx.Client,
     other = "Why does ice float on water? (probabilities test, reversed)"
     fresh_full = classify_and_store(cache_client, other, with_probabilities=True)
     cached_plain = classify(cache_client, other, with_probabilities=False)
-    assert cached_plain == {k: v for k, v in fresh_full.items() if k not in ("probabilities", "entropy")}
+    assert cached_plain == {k: v for k, v in fresh_full.items() if k not in ("probabilities", "entropy", "entropy_bits")}
     assert metric(cache_client, "mcp_classifier_cache_hits_total") == hits + 2
 
 
