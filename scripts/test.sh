@@ -21,14 +21,14 @@ trap 'rm -rf "$reports"' EXIT
 overall=0
 rows=()
 
-# One run: pytest over tests/DIR with extra arguments, its report, log and row (name, seconds, exit) in $reports.
+# One tier: pytest over tests/TIER with extra arguments; its report and row (tier, seconds, exit) in $reports.
 run_tier() {
-  local name=$1 dir=$2 started status workers=()
-  shift 2
+  local name=$1 started status workers=()
+  shift
   started=$(date +%s)
   # The unit tier is in-process and light: one worker per core (pytest-xdist).
-  if [ "$dir" = unit ]; then workers=(-n "${UNIT_WORKERS:-auto}"); fi
-  "$PYTHON" -m pytest -q -ra --durations=20 "${workers[@]}" --junitxml="$reports/$name.xml" "tests/$dir" "$@"
+  if [ "$name" = unit ]; then workers=(-n "${UNIT_WORKERS:-auto}"); fi
+  "$PYTHON" -m pytest -q -ra --durations=20 "${workers[@]}" --junitxml="$reports/$name.xml" "tests/$name" "$@"
   status=$?
   if [ "$status" -eq 5 ] && [ "$extra_args" -gt 0 ]; then status=0; fi
   if [ "$status" -eq 5 ]; then echo "[test] $name collected no tests: failing on purpose" >&2; status=1; fi
@@ -42,7 +42,7 @@ run_tier() {
 names=()
 for tier in "${tiers[@]}"; do
   echo "[test] tier $tier"
-  run_tier "$tier" "$tier" "$@"
+  run_tier "$tier" "$@"
   names+=("$tier")
 done
 for name in "${names[@]}"; do

@@ -56,10 +56,10 @@ class Classifier:
             cache=self._cache,
             background=self.scope_background,
         )
-        # The versions hash the whole file: worked out once here, not on every info read (each Classify RPC).
-        versions = (config.category_set_version, config.policy_version)
+        # The versions hash the whole file: worked out once here, not on every info read (each Classify RPC) or answer.
+        revision = Revision(self.encoder.info.model_id, config.category_set_version, config.policy_version)
         # One assignment swaps everything together, so a concurrent batch sees old or new, never a mix.
-        self._state = (config, index, RoutingPolicy(config), versions)
+        self._state = (config, index, RoutingPolicy(config), revision)
         log.info(
             "category index built: %d categories, %d vectors, scoring %s (asked: %s), temperature %.4f, held-out accuracy %.3f",
             len(config.categories),
@@ -92,11 +92,12 @@ class Classifier:
     @property
     def versions(self) -> tuple[str, str]:
         """(category_set_version, policy_version) of the live categories."""
-        return self._state[3]
+        revision = self._state[3]
+        return revision.category_set_version, revision.policy_version
 
     @property
     def info(self) -> ClassifierInfo:
-        config, index, _, (category_set_version, policy_version) = self._state
+        config, index, _, revision = self._state
         enc = self.encoder.info
         return ClassifierInfo(
             model_id=enc.model_id,
@@ -104,8 +105,8 @@ class Classifier:
             dtype=enc.dtype,
             pooling=enc.pooling,
             categories=config,
-            category_set_version=category_set_version,
-            policy_version=policy_version,
+            category_set_version=revision.category_set_version,
+            policy_version=revision.policy_version,
             index_size=index.size,
             temperature=index.calibration.temperature,
             loo_accuracy=index.calibration.loo_accuracy,
@@ -122,7 +123,7 @@ class Classifier:
         return np.asarray(self.encoder.embedding_part(features), dtype=np.float32)
 
     def classify(self, texts: Sequence[str]) -> list[ClassificationResult]:
-        config, index, policy, (category_set_version, policy_version) = self._state
+        config, index, policy, revision = self._state
         if not texts:
             return []
         if index.uses_tokens:  # token vectors from the same forward as the pooled ones
@@ -132,12 +133,11 @@ class Classifier:
             vectors = self.encoder.encode_queries(texts)
             probs = index.probabilities(vectors, list(texts))
         if index.scope is not None:
-            in_scope_p, similarities = index.scope.in_scope_probability(np.asarray(vectors, dtype=np.float64))
+            in_scope_p, similarities = index.scope.in_scope_probability(np.asarray(vectors))
             joins = index.scope.label_mask(similarities)
         else:  # the file turns detection off: every query is in scope, and a category with a good share joins labels
             in_scope_p, joins = np.ones(len(texts)), probs >= LABEL_PROBABILITY
         entropies = entropy_nats(probs)
-        revision = Revision(self.encoder.info.model_id, category_set_version, policy_version)
         fallback = config.fallback_index
         results = []
         for text, row, ent, p_in, joining in zip(texts, probs, entropies, in_scope_p, joins):

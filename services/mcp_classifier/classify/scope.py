@@ -26,6 +26,7 @@ import numpy as np
 import yaml
 
 from .scope_stats import ScopeStats
+from .scoring import category_scores, top_k_mean
 
 SCOPE_TOP_K = 2  # nearest examples averaged per category: one odd example neither makes nor breaks a match
 IN_SCOPE_PROBABILITY = 0.5  # the decision point of in_scope, where the logistic says in and out are even
@@ -44,26 +45,14 @@ def background_queries() -> tuple[str, ...]:
     return tuple(yaml.safe_load(text)["queries"])
 
 
-def top_k_mean(similarities: np.ndarray, k: int = SCOPE_TOP_K) -> np.ndarray:
-    """(B, M) similarities -> (B,) mean of each row's k largest finite entries (-inf entries are left out)."""
-    if similarities.shape[1] == 0:
-        return np.full(similarities.shape[0], -1.0)
-    k = min(k, similarities.shape[1])
-    top = -np.sort(-similarities, axis=1)[:, :k]
-    valid = np.isfinite(top)
-    return np.where(valid, top, 0.0).sum(axis=1) / np.maximum(valid.sum(axis=1), 1)
-
-
-def category_similarities(query_vectors: np.ndarray, example_vectors: np.ndarray, labels: np.ndarray, fallback: np.ndarray) -> np.ndarray:
-    """(B, C): each query's top-k mean similarity to each category's examples; a category without examples
-    uses its description's similarity (``fallback``, (B, C))."""
-    sims = query_vectors @ example_vectors.T
-    out = fallback.copy()
-    for c in range(fallback.shape[1]):
-        members = labels == c
-        if members.any():
-            out[:, c] = top_k_mean(sims[:, members])
-    return out
+def category_similarities(
+    query_vectors: np.ndarray, example_vectors: np.ndarray, labels: np.ndarray, description_sims: np.ndarray
+) -> np.ndarray:
+    """(B, C): each query's top-k mean similarity to each category's examples, the description left out (it
+    stands in only for a category without examples)."""
+    return category_scores(
+        query_vectors @ example_vectors.T, labels, description_sims.shape[1], description_sims, SCOPE_TOP_K, description_weight=0.0
+    )
 
 
 @dataclass(frozen=True)
@@ -80,14 +69,13 @@ class ScopeModel:
     def in_scope_probability(self, query_vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(B, d) unit query vectors -> ((B,) probability of being in scope, (B, C) category similarities)."""
         sims = category_similarities(query_vectors, self.example_vectors, self.labels, query_vectors @ self.description_vectors.T)
-        background = top_k_mean(query_vectors @ self.background_vectors.T)
+        background = top_k_mean(query_vectors @ self.background_vectors.T, SCOPE_TOP_K)
         return self._probability(sims, background), sims
 
     def _probability(self, sims: np.ndarray, background: np.ndarray) -> np.ndarray:
         nearest = sims.argmax(axis=1)
         best = sims[np.arange(len(sims)), nearest]
-        features = np.stack([best - self.centres[nearest], best - background], axis=1)
-        probability = 1.0 / (1.0 + np.exp(-(features @ self.weights + self.bias)))
+        probability = 1.0 / (1.0 + np.exp(-(_features(sims, self.centres, background) @ self.weights + self.bias)))
         # A threshold the file sets decides alone: at or above it in scope, below it out, whatever the background says.
         overridden = np.asarray(self.stats.overridden, dtype=bool)[nearest] if self.stats.overridden else np.zeros(len(best), bool)
         if overridden.any():
@@ -121,13 +109,11 @@ def fit_scope(
     # Positives: each example against its own category without itself, and the other categories as they are.
     example_sims = example_vectors @ example_vectors.T
     np.fill_diagonal(example_sims, -np.inf)
-    own = np.full((len(labels), n_categories), -1.0)
     description_sims = example_vectors @ description_vectors.T
-    for c in range(n_categories):
-        members = labels == c
-        own[:, c] = top_k_mean(example_sims[:, members]) if members.any() else description_sims[:, c]
-        if members.any() and members.sum() == 1:  # a lone example has nothing left to compare with but its description
-            own[members, c] = description_sims[members, c]
+    own = category_scores(example_sims, labels, n_categories, description_sims, SCOPE_TOP_K, description_weight=0.0)
+    lone = np.flatnonzero(np.bincount(labels, minlength=n_categories) == 1)
+    for c in lone:  # a lone example has nothing left to compare with but its description
+        own[labels == c, c] = description_sims[labels == c, c]
     own_of_label = own[np.arange(len(labels)), labels]
     centres = np.array(
         [
@@ -142,11 +128,12 @@ def fit_scope(
     negative_sims = category_similarities(negative_vectors, example_vectors, labels, negative_vectors @ description_vectors.T)
     kept = ~(negative_sims >= floors[None, :]).any(axis=1)
     negatives, negative_sims = negative_vectors[kept], negative_sims[kept]
-    background_of_negatives = negatives @ negatives.T
-    np.fill_diagonal(background_of_negatives, -np.inf)
-    background_of_examples = top_k_mean(example_vectors @ negatives.T)
+    negative_to_negative = negatives @ negatives.T
+    np.fill_diagonal(negative_to_negative, -np.inf)  # each off-topic text left out of the background it is compared with
+    background_of_negatives = top_k_mean(negative_to_negative, SCOPE_TOP_K)
+    background_of_examples = top_k_mean(example_vectors @ negatives.T, SCOPE_TOP_K)
     features_pos = _features(own, centres, background_of_examples)
-    features_neg = _features(negative_sims, centres, top_k_mean(background_of_negatives))
+    features_neg = _features(negative_sims, centres, background_of_negatives)
     x = np.vstack([features_pos, features_neg])
     y = np.concatenate([np.ones(len(features_pos)), np.zeros(len(features_neg))])
     if len(features_neg) == 0:  # nothing off-topic to learn from: in scope from half a spread below the centre
@@ -164,7 +151,7 @@ def fit_scope(
     partial_stats = ScopeStats(tuple(float(t) for t in thresholds), (), 0.0, 0, overridden)  # what _probability reads
     probe = ScopeModel(example_vectors, labels, description_vectors, negatives, centres, weights, bias, partial_stats)
     positive_p = probe._probability(own, background_of_examples)
-    negative_p = probe._probability(negative_sims, top_k_mean(background_of_negatives)) if len(negatives) else np.zeros(0)
+    negative_p = probe._probability(negative_sims, background_of_negatives) if len(negatives) else np.zeros(0)
     stats = ScopeStats(
         thresholds=tuple(float(t) for t in thresholds),
         coverage=tuple(

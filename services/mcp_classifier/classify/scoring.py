@@ -12,24 +12,38 @@ DESCRIPTION_WEIGHT = 0.2  # share of the category description in the score
 TEMPERATURE_BOUNDS = (1e-3, 1.0)
 
 
+def top_k_mean(similarities: np.ndarray, k: int = TOP_K) -> np.ndarray:
+    """(B, M) similarities -> (B,) mean of each row's k largest finite entries (-inf entries, left out, are skipped).
+
+    With no columns at all, -1: as far as a cosine goes."""
+    if similarities.shape[1] == 0:
+        return np.full(similarities.shape[0], -1.0)
+    top = -np.sort(-similarities, axis=1)[:, : min(k, similarities.shape[1])]
+    valid = np.isfinite(top)
+    return np.where(valid, top, 0.0).sum(axis=1) / np.maximum(valid.sum(axis=1), 1)
+
+
 def category_scores(
-    similarities: np.ndarray, labels: np.ndarray, n_categories: int, description_sims: np.ndarray, top_k: int = TOP_K
+    similarities: np.ndarray,
+    labels: np.ndarray,
+    n_categories: int,
+    description_sims: np.ndarray,
+    top_k: int = TOP_K,
+    description_weight: float = DESCRIPTION_WEIGHT,
 ) -> np.ndarray:
     """(B, N) example similarities -> (B, C) scores: mean of the top-k per category blended with the description.
 
-    Entries of ``similarities`` set to -inf are ignored (leave-one-out).
+    Entries of ``similarities`` set to -inf are ignored (leave-one-out). A category without examples scores its
+    description's similarity.
     """
     scores = np.empty((similarities.shape[0], n_categories), dtype=np.float64)
     for c in range(n_categories):
-        sims_c = similarities[:, labels == c]
-        if sims_c.shape[1] == 0:
+        members = labels == c
+        if not members.any():
             scores[:, c] = description_sims[:, c]
             continue
-        k = min(top_k, sims_c.shape[1])
-        top = -np.sort(-sims_c, axis=1)[:, :k]
-        valid = np.isfinite(top)
-        example_score = np.where(valid, top, 0.0).sum(axis=1) / np.maximum(valid.sum(axis=1), 1)
-        scores[:, c] = (1.0 - DESCRIPTION_WEIGHT) * example_score + DESCRIPTION_WEIGHT * description_sims[:, c]
+        example_score = top_k_mean(similarities[:, members], top_k)
+        scores[:, c] = (1.0 - description_weight) * example_score + description_weight * description_sims[:, c]
     return scores
 
 
