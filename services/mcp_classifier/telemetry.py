@@ -32,7 +32,27 @@ class GatewayMetrics:
             registry=self.registry,
         )
 
+        self.answers = Counter(
+            "mcp_classifier_answers",
+            "Classify answers by outcome: in_scope, out_of_scope (fits no category) or unserved_language",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.unserved_languages = Counter(
+            "mcp_classifier_unserved_language_answers",
+            "Answers to queries in a language the model does not read, by detected language (ISO 639-1, und: unclear)",
+            ["language"],
+            registry=self.registry,
+        )
+
         self.sse_streams = Gauge("mcp_classifier_sse_streams", "Legacy HTTP+SSE streams open on this replica", registry=self.registry)
+
+    def observe_answer(self, in_scope: bool, language_served: bool, language: str) -> None:
+        if not language_served:
+            self.answers.labels("unserved_language").inc()
+            self.unserved_languages.labels(language or "und").inc()
+        else:
+            self.answers.labels("in_scope" if in_scope else "out_of_scope").inc()
 
     def observe_method(self, era: str, method: str, outcome: str) -> None:
         self.mcp_methods.labels(era, method, outcome).inc()

@@ -209,7 +209,9 @@ def build_http_app(
     from .transports.sse import local_sessions
 
     edge = build_edge_guard(settings, metrics, link=redis.link, redis_metrics=redis.metrics, route_label=route_label)
-    gateway = build_gateway(settings, wrap=redis.wrap_backend, link=redis.link)
+    from .backend.answer_counts import AnswerCounts
+
+    gateway = build_gateway(settings, wrap=lambda backend: AnswerCounts(redis.wrap_backend(backend), metrics), link=redis.link)
     services: list[object] = [redis, edge.keys, gateway.tool_filter.embeddings, EmbedderRoute(gateway.embedder)]
     if settings.categories_file is not None:
         from .hot_reload import HotReload

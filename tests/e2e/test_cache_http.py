@@ -59,7 +59,9 @@ def classify_and_store(client: httpx.Client, text: str, with_probabilities: bool
 
 def versions_of(client: httpx.Client) -> Versions:
     health = client.get("/health").json()
-    return Versions(health["model"], health["category_set_version"], health["policy_version"], health["scoring"])
+    languages = health["languages"]
+    policy = f"{','.join(languages['served'])}@{languages['min_confidence']:g}" if languages["served"] else "any"
+    return Versions(health["model"], health["category_set_version"], health["policy_version"], health["scoring"], policy)
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ backend; the ones imported below run again here, where uvicorn's HTTP handling (
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import httpx
@@ -59,3 +60,18 @@ def test_tools_call_works_on_a_fresh_connection_without_initialize(server: Serve
     with httpx.Client(base_url=server.url, timeout=60) as fresh:
         result = call_tool(fresh, "classify_text", {"text": "What is the integral of x squared?"})
     assert_valid_classification(tool_payload(result, is_error=False), category_count)
+
+
+def test_a_spanish_query_with_the_default_model_says_its_language_is_not_served(client: httpx.Client, category_count: int) -> None:
+    """Read the way the Semantic Router's client reads it (REST style, content[0].text), and counted in /metrics."""
+    response = client.post(
+        "/mcp/tools/call",
+        json={"name": "classify_text", "arguments": {"text": "¿Cuál es la capital de Francia y por qué?", "with_probabilities": True}},
+    )
+    answer = json.loads(response.json()["content"][0]["text"])
+    assert_valid_classification(answer, category_count)
+    assert (answer["language"], answer["language_served"], answer["in_scope"]) == ("es", False, False)
+    assert answer["confidence"] < 0.5  # under the Semantic Router's default threshold: it falls back
+    assert client.get("/health").json()["languages"]["served"] == ["en"]
+    metrics = client.get("/metrics").text
+    assert 'mcp_classifier_unserved_language_answers_total{language="es"}' in metrics

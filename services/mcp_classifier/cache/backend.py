@@ -184,7 +184,7 @@ class CachingBackend:
             self._versions_refresh = None
 
     def _remember_versions(self, info: ClassifierInfo) -> Versions:
-        versions = Versions(info.model_id, info.category_set_version, info.policy_version, info.scoring)
+        versions = Versions(info.model_id, info.category_set_version, info.policy_version, info.scoring, info.language_policy)
         # Replaced only on a change: classify() rebuilds its key hasher when this object changes.
         if versions != self._versions:
             if self._versions is not None:

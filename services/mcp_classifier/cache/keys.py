@@ -19,6 +19,9 @@ class Versions(NamedTuple):
     # The scorer the index runs (e.g. "neighbours+tokens"): a settings change that swaps it (scoring method,
     # word or token matching) changes answers for the same file, so it must not read the old ones.
     scoring: str = ""
+    # Which languages are served and how sure the detector must be (ClassifierInfo.language_policy): a change
+    # turns answers in_scope false or back for the same text.
+    languages: str = ""
 
 
 def normalise_text(text: str) -> str:

@@ -16,6 +16,7 @@ log = logging.getLogger(__name__)
 if TYPE_CHECKING:  # torch is imported only when a model is built: the gateway image has none
     from ..engine.encoder import TextEncoder
     from .classifier import Classifier
+    from .language import LanguageGate
     from .start_cache import StartCache
 
 
@@ -61,7 +62,22 @@ def build_classifier(settings: Settings) -> Classifier:
         settings.token_matching,
         start_cache(settings, encoder),
         settings.scope_background,
+        language_gate=language_gate(settings, encoder.info.languages),
     )
+
+
+def language_gate(settings: Settings, declared: tuple[str, ...]) -> LanguageGate:
+    """The languages served: the setting's list, or the model card's where it is auto; none (every one) for any."""
+    from .language import LanguageGate
+
+    if settings.served_languages == "any":
+        served: tuple[str, ...] = ()
+    elif settings.served_languages == "auto":
+        served = declared
+    else:
+        served = tuple(code.strip().lower() for code in settings.served_languages.split(","))
+    log.info("languages served: %s", ", ".join(served) if served else "every language (none declared)")
+    return LanguageGate(served, settings.language_min_confidence)
 
 
 def start_cache(settings: Settings, encoder: TextEncoder) -> StartCache | None:
@@ -73,7 +89,16 @@ def start_cache(settings: Settings, encoder: TextEncoder) -> StartCache | None:
     if not settings.start_cache or is_random_model(settings.model):
         return None
     info = encoder.info
-    described = (settings.model, info.device, info.dtype, info.pooling, info.dimensions, encoder.max_seq_length, encoder.feature_layers)
+    described = (
+        settings.model,
+        info.device,
+        info.dtype,
+        info.pooling,
+        info.dimensions,
+        encoder.max_seq_length,
+        encoder.feature_layers,
+        encoder.spec.description,
+    )
     signature = model_signature(resolve_model_path(settings.model), described)
     return StartCache(settings.start_cache_dir or default_cache_dir(), signature) if signature else None
 

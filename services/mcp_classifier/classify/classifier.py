@@ -12,6 +12,7 @@ from ..engine.encoder import TextEncoder
 from .categories import CategoryConfig, CategoryFileError, load_categories
 from .fusion import LexicalMode, TokenMatching
 from .index import CategoryIndex
+from .language import LanguageGate, LanguageVerdict
 from .results import ClassificationResult, ClassifierInfo, Revision
 from .routing import RoutingPolicy
 from .scope import IN_SCOPE_PROBABILITY
@@ -36,6 +37,8 @@ class Classifier:
         token_matching: TokenMatching = "off",
         cache: StartCache | None = None,
         scope_background: bool = True,
+        *,
+        language_gate: LanguageGate | None = None,
     ) -> None:
         self.encoder = encoder
         self._cache = cache  # what a start computed from the categories file, kept on disk (classify/start_cache.py)
@@ -43,6 +46,7 @@ class Classifier:
         self.lexical: LexicalMode = lexical
         self.token_matching: TokenMatching = token_matching
         self.scope_background = scope_background
+        self.language_gate = language_gate  # None: languages are neither detected nor checked
         self.reload_error: str | None = None
         self._install(config)
 
@@ -113,6 +117,8 @@ class Classifier:
             reload_error=self.reload_error,
             scoring=index.scorer.method,
             scope=index.scope.stats if index.scope is not None else None,
+            served_languages=tuple(sorted(self.language_gate.served)) if self.language_gate else (),
+            language_min_confidence=self.language_gate.min_confidence if self.language_gate else 1.0,
         )
 
     def embed(self, texts: Sequence[str], kind: str) -> np.ndarray:
@@ -139,13 +145,15 @@ class Classifier:
             in_scope_p, joins = np.ones(len(texts)), probs >= LABEL_PROBABILITY
         entropies = entropy_nats(probs)
         fallback = config.fallback_index
+        verdicts = [self.language_gate.check(t) for t in texts] if self.language_gate else [LanguageVerdict("", True)] * len(texts)
         results = []
-        for text, row, ent, p_in, joining in zip(texts, probs, entropies, in_scope_p, joins):
+        for text, row, ent, p_in, joining, verdict in zip(texts, probs, entropies, in_scope_p, joins, verdicts):
             order = np.argsort(-row)
             cls = int(order[0])
-            in_scope = bool(p_in >= IN_SCOPE_PROBABILITY)
-            # The answer is right only if the query is in scope and the category is: the two probabilities multiply.
-            confidence = float(row[cls] * p_in)
+            in_scope = bool(p_in >= IN_SCOPE_PROBABILITY) and verdict.served
+            # The answer is right only if the model reads the query's language, the query is in scope and the
+            # category is right: the probabilities multiply.
+            confidence = float(row[cls] * p_in * (1.0 - verdict.unserved_probability))
             decision = policy.decide(cls if in_scope or fallback is None else fallback, confidence, text)
             labels = tuple(config.categories[c].name for c in order if c == cls or joining[c])
             results.append(
@@ -161,6 +169,8 @@ class Classifier:
                     labels=labels if in_scope else (),
                     margin=float(row[cls] - row[order[1]]) if len(order) > 1 else 1.0,
                     revision=revision,
+                    language=verdict.language,
+                    language_served=verdict.served,
                 )
             )
         return results

@@ -41,6 +41,8 @@ class ClassificationResult:
     labels: tuple[str, ...] = ()  # every category the query passes, main first; empty when out of scope
     margin: float = 1.0  # top probability minus the runner-up's
     revision: Revision = Revision()
+    language: str = ""  # ISO 639-1 where detected, "und" where it cannot be told, "" from a replica that predates it
+    language_served: bool = True  # False: the model does not read the query's language, so in_scope is false too
 
     @property
     def entropy_bits(self) -> float:
@@ -57,6 +59,8 @@ class ClassificationResult:
             "in_scope": self.in_scope,
             "labels": list(self.labels),
             "margin": self.margin,
+            "language": self.language,
+            "language_served": self.language_served,
         }
         if with_probabilities:
             out["probabilities"] = list(self.probabilities)
@@ -83,6 +87,8 @@ class ClassificationResult:
             labels=tuple(str(label) for label in data.get("labels", ())),
             margin=float(data.get("margin", 1.0)),
             revision=Revision(**{k: str(v) for k, v in meta.items() if k in Revision.__dataclass_fields__}),
+            language=str(data.get("language", "")),
+            language_served=bool(data.get("language_served", True)),
         )
 
 
@@ -101,3 +107,15 @@ class ClassifierInfo:
     reload_error: str | None = None  # the last categories file that was refused, and why
     scoring: str = ""  # what the scorer fitted on this file is: auto's pick, "+bm25" with word matches
     scope: ScopeStats | None = None  # the fitted out-of-scope thresholds and what they are expected to do
+    served_languages: tuple[str, ...] = ()  # empty: every language
+    language_min_confidence: float = 1.0
+
+    @property
+    def languages_public(self) -> dict[str, Any]:
+        """/health's and list_categories' ``languages``."""
+        return {"served": list(self.served_languages), "min_confidence": self.language_min_confidence}
+
+    @property
+    def language_policy(self) -> str:
+        """What decides language_served, in a cache key's words: a change must not read answers cached before it."""
+        return f"{','.join(self.served_languages)}@{self.language_min_confidence:g}" if self.served_languages else "any"

@@ -35,6 +35,8 @@ REPLICA_SETTINGS = (
     "lexical_scoring",
     "token_matching",
     "scope_background",
+    "served_languages",
+    "language_min_confidence",
 )
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 import math
 import os
@@ -25,9 +24,11 @@ from .accel.verify import apply_checked, lowest_cosine, undo
 from .batch_plan import plan_cost, plan_sub_batches
 from .cpu_features import amx_bf16_available
 from .errors import ModelLoadError
+from .model_card import declared_languages
 from .options import EngineOptions
 from .packing import PackedBatch, Pooling, attention_mask, pack, packed_cost, pool_packed, split_calls
 from .random_models import build_random_model, is_random_model, random_model_config
+from .st_modules import SentenceTransformerSpec, read_spec
 
 log = logging.getLogger(__name__)
 
@@ -61,19 +62,20 @@ def resolve_model_path(model: str) -> str:
 
 def detect_pooling(model_dir: str, config: object) -> Pooling:
     """Pooling the model's authors intended: sentence-transformers config first, then architecture."""
-    modules_file = Path(model_dir) / "modules.json"
-    if modules_file.is_file():
-        for module in json.loads(modules_file.read_text()):
-            if module.get("type", "").endswith("Pooling"):
-                pooling_cfg = Path(model_dir) / module.get("path", "") / "config.json"
-                if pooling_cfg.is_file():
-                    cfg = json.loads(pooling_cfg.read_text())
-                    if cfg.get("pooling_mode_lasttoken"):
-                        return "last"
-                    if cfg.get("pooling_mode_cls_token"):
-                        return "cls"
-                    return "mean"
-    return detect_pooling_from_config(config)
+    return read_spec(model_dir).pooling or detect_pooling_from_config(config)
+
+
+def _card_languages(path: str, local_only: bool) -> tuple[str, ...]:
+    """The languages the model's card declares: from its directory, or from the hub's cache for a hub id."""
+    if Path(path).is_dir():
+        return declared_languages(path)
+    try:
+        from huggingface_hub import hf_hub_download
+
+        return declared_languages(Path(hf_hub_download(path, "README.md", local_files_only=local_only)).parent)
+    except Exception as exc:  # noqa: BLE001 - a card is optional: any failure to fetch it means "undeclared"
+        log.info("the model card of %s could not be read (%s): its languages are taken as undeclared", path, exc)
+        return ()
 
 
 def is_decoder_family(config: object) -> bool:
@@ -113,6 +115,7 @@ class EncoderInfo:
     pooling: str
     instruction_on_queries: bool
     dimensions: int
+    languages: tuple[str, ...] = ()  # what the model's card declares it serves; empty: undeclared or every language
 
 
 class TextEncoder:
@@ -141,6 +144,8 @@ class TextEncoder:
                 "this CPU multiplies bf16 in hardware (AMX): --dtype bfloat16 runs batches about 1.5x faster than "
                 "the fp32 default, at the price of answers that move slightly with what a text is batched with"
             )
+        self.spec = SentenceTransformerSpec()
+        self.languages: tuple[str, ...] = ()
         local_only = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0") or Path(path).is_dir()
         try:
             if is_random_model(model):
@@ -153,7 +158,10 @@ class TextEncoder:
                 log.warning("model %s has RANDOM weights: its classifications mean nothing (throughput measurement only)", model)
             else:
                 config = AutoConfig.from_pretrained(path, local_files_only=local_only)
-                self.pooling = detect_pooling(path, config) if pooling == "auto" else cast(Pooling, pooling)
+                # The authors' pipeline after the transformer, where the directory is a sentence-transformers one.
+                self.spec = read_spec(path)
+                self.languages = _card_languages(path, local_only)
+                self.pooling = (self.spec.pooling or detect_pooling_from_config(config)) if pooling == "auto" else cast(Pooling, pooling)
                 self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=local_only)
                 self.model = AutoModel.from_pretrained(path, dtype=self.dtype, local_files_only=local_only)
         except (OSError, ValueError) as exc:
@@ -169,11 +177,18 @@ class TextEncoder:
         self.batch_size = options.batch_size
         use_instruction = query_instruction == "always" or (query_instruction == "auto" and self.pooling == "last")
         self.query_prefix = f"Instruct: {instruction}\nQuery:" if use_instruction and instruction else ""
-        # Token matching leaves out the instruction's tokens and the model's special ones (encode_with_tokens).
-        self._prefix_tokens = len(self.tokenizer(self.query_prefix, add_special_tokens=False)["input_ids"]) if self.query_prefix else 0
+        if not self.query_prefix and query_instruction != "never":
+            self.query_prefix = self.spec.query_prompt  # the model's own query prompt, where its authors name one
+        self.document_prefix = self.spec.document_prompt
+        # Token matching leaves out a prompt's tokens and the model's special ones (encode_with_tokens).
+        self._prefix_tokens = self._token_count(self.query_prefix)
+        self._document_prefix_tokens = self._token_count(self.document_prefix)
         # The tokens a tokenizer adds ([CLS], [SEP], an end-of-text): an unknown word's [UNK] is the text's own.
         self._special_ids = frozenset(int(i) for i in self.tokenizer.all_special_ids) - {self.tokenizer.unk_token_id}
-        self.dimensions = int(getattr(self.model.config, "hidden_size", 0))
+        self._hidden_size = int(getattr(self.model.config, "hidden_size", 0))
+        # The authors' Dense layers after pooling (fp32: they are small, and the pooled vector is cast up anyway).
+        self.head = self.spec.head.to(self.device).eval().requires_grad_(False) if self.spec.head is not None else None
+        self.dimensions = self.spec.output_dimensions or self._hidden_size
         # Causal attention: a decoder family, or an encoder configured as a decoder (its pooling stays its own).
         self._causal = is_decoder_family(self.model.config) or bool(getattr(self.model.config, "is_decoder", False))
         # A decoder would fill a KV cache on every forward by default: an embedding needs none.
@@ -208,10 +223,17 @@ class TextEncoder:
             pooling=self.pooling,
             instruction_on_queries=bool(self.query_prefix),
             dimensions=self.dimensions,
+            languages=self.languages,
         )
 
     def format_query(self, text: str) -> str:
         return f"{self.query_prefix}{text}"
+
+    def format_document(self, text: str) -> str:
+        return f"{self.document_prefix}{text}"
+
+    def _token_count(self, prefix: str) -> int:
+        return len(self.tokenizer(prefix, add_special_tokens=False)["input_ids"]) if prefix else 0
 
     def _feature_layers(self, middle_layer: MiddleLayer) -> tuple[int, ...]:
         """The last layer, plus the middle one when asked.
@@ -225,7 +247,8 @@ class TextEncoder:
 
     @property
     def feature_dimensions(self) -> int:
-        return self.dimensions * len(self.feature_layers)
+        """The embedding, beside any middle layer's pooled vector (the Dense head runs on the last layer only)."""
+        return self.dimensions + self._hidden_size * (len(self.feature_layers) - 1)
 
     def embedding_part(self, features: np.ndarray) -> np.ndarray:
         """The model's own embedding (its last layer, unit length) out of classification features."""
@@ -238,8 +261,8 @@ class TextEncoder:
         return self.encode([self.format_query(t) for t in texts])
 
     def encode_documents(self, texts: Sequence[str]) -> np.ndarray:
-        """Category examples and descriptions: no instruction, as the model's authors specify."""
-        return self.encode(texts)
+        """Category examples and descriptions: no instruction, only the model's own document prompt where it names one."""
+        return self.encode([self.format_document(t) for t in texts] if self.document_prefix else texts)
 
     def encode_with_tokens(self, texts: Sequence[str], *, query: bool) -> tuple[np.ndarray, list[torch.Tensor]]:
         """Pooled features, and each text's own token vectors from the same forward (token matching's input).
@@ -248,11 +271,11 @@ class TextEncoder:
         matching scores them), one row per token of the text itself: the model's special tokens and a
         query's instruction prefix are left out.
         """
-        formatted = [self.format_query(t) for t in texts] if query else list(texts)
+        formatted = [self.format_query(t) if query else self.format_document(t) for t in texts]
         if not formatted:
             return np.zeros((0, self.feature_dimensions), dtype=np.float32), []
         features = self._tokenize(formatted)
-        skip = self._prefix_tokens if query else 0
+        skip = self._prefix_tokens if query else self._document_prefix_tokens
         request = _TokenRequest([self._content_positions(ids, skip) for ids in features["input_ids"]])
         pooled = self._encode(features, request)
         return pooled, request.tokens
@@ -399,7 +422,10 @@ class TextEncoder:
         return self._pooled_features(layers, pool_layer), output.last_hidden_state
 
     def _pooled_features(self, layers: list[torch.Tensor], pool_layer: Callable[[torch.Tensor], torch.Tensor]) -> np.ndarray:
-        blocks = [torch.nn.functional.normalize(pool_layer(hidden).float(), p=2, dim=-1) for hidden in layers]
+        pooled = [pool_layer(hidden).float() for hidden in layers]
+        if self.head is not None:
+            pooled[0] = self.head(pooled[0])
+        blocks = [torch.nn.functional.normalize(vectors, p=2, dim=-1) for vectors in pooled]
         features = blocks[0] if len(blocks) == 1 else torch.cat(blocks, dim=-1) / math.sqrt(len(blocks))
         return features.cpu().numpy()
 

@@ -31,6 +31,15 @@ def classify_output_schema() -> dict[str, Any]:
                 "empty when out of scope.",
             },
             "margin": {"type": "number", "minimum": 0, "maximum": 1, "description": "Top probability minus the runner-up's."},
+            "language": {
+                "type": "string",
+                "description": "The query's language (ISO 639-1), 'und' where it cannot be told (too short, only symbols).",
+            },
+            "language_served": {
+                "type": "boolean",
+                "description": "False when the model does not read the query's language: in_scope is then false and "
+                "confidence low, as for a query that fits no category.",
+            },
             "probabilities": {"type": "array", "items": {"type": "number", "minimum": 0, "maximum": 1}},
             "entropy": {"type": "number", "minimum": 0, "description": "Shannon entropy of probabilities, in nats (natural log)."},
             "entropy_bits": {"type": "number", "minimum": 0, "description": "The same entropy in bits (log base 2)."},
@@ -45,7 +54,19 @@ def classify_output_schema() -> dict[str, Any]:
                 "required": ["model_id", "category_set_version", "policy_version"],
             },
         },
-        "required": ["class", "category", "confidence", "model", "use_reasoning", "in_scope", "labels", "margin", "_meta"],
+        "required": [
+            "class",
+            "category",
+            "confidence",
+            "model",
+            "use_reasoning",
+            "in_scope",
+            "labels",
+            "margin",
+            "language",
+            "language_served",
+            "_meta",
+        ],
     }
 
 
@@ -61,6 +82,11 @@ def list_categories_output_schema() -> dict[str, Any]:
                 "type": "object",
                 "description": "The fitted out-of-scope thresholds (similarity at which in and out are even, per "
                 "category), the coverage of each category's own examples, and the expected out-of-scope recall.",
+            },
+            "languages": {
+                "type": "object",
+                "description": "The languages the model reads (served: ISO 639-1 codes, empty for every language) and "
+                "how sure the detector must be that a query is in another (min_confidence).",
             },
         },
         "required": ["categories", "category_system_prompts", "category_descriptions"],
@@ -117,6 +143,7 @@ def register_classification_tools(
         }
         if info.scope is not None:
             answer["scope"] = info.scope.to_public(config.names)
+        answer["languages"] = info.languages_public
         return answer
 
     async def classify_text(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -158,8 +185,9 @@ def register_classification_tools(
             title="Classify text",
             description="Classify a user query into one of the categories and recommend the model and whether "
             "to use reasoning. Returns class (index into list_categories), category, confidence, model and "
-            "use_reasoning, in_scope (false when the query fits none of the categories), labels (every category "
-            "it passes, main first) and margin; with_probabilities adds the probability of every category and their "
+            "use_reasoning, in_scope (false when the query fits none of the categories, or is in a language the "
+            "model does not read), labels (every category it passes, main first), margin, and language with "
+            "language_served; with_probabilities adds the probability of every category and their "
             "Shannon entropy, in nats (entropy) and bits (entropy_bits). _meta names the model and the versions of "
             "the category set and policy that decided.",
             input_schema={

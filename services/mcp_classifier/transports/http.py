@@ -261,6 +261,7 @@ def create_app(
                 "categories_reload_error": info.reload_error,
                 "scope": info.scope.to_public(info.categories.names) if info.scope else None,
                 "fallback": info.categories.fallback,
+                "languages": info.languages_public,
                 **sse.health(),
                 **extra_health(),
             }

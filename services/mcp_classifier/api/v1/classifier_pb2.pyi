@@ -40,7 +40,7 @@ class ClassifyRequest(_message.Message):
     def __init__(self, texts: _Optional[_Iterable[str]] = ..., with_probabilities: _Optional[bool] = ...) -> None: ...
 
 class Classification(_message.Message):
-    __slots__ = ("class_index", "category", "confidence", "model", "use_reasoning", "probabilities", "entropy", "out_of_scope", "labels", "margin", "model_id", "category_set_version", "policy_version")
+    __slots__ = ("class_index", "category", "confidence", "model", "use_reasoning", "probabilities", "entropy", "out_of_scope", "labels", "margin", "model_id", "category_set_version", "policy_version", "language", "language_unserved")
     CLASS_INDEX_FIELD_NUMBER: _ClassVar[int]
     CATEGORY_FIELD_NUMBER: _ClassVar[int]
     CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
@@ -54,6 +54,8 @@ class Classification(_message.Message):
     MODEL_ID_FIELD_NUMBER: _ClassVar[int]
     CATEGORY_SET_VERSION_FIELD_NUMBER: _ClassVar[int]
     POLICY_VERSION_FIELD_NUMBER: _ClassVar[int]
+    LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    LANGUAGE_UNSERVED_FIELD_NUMBER: _ClassVar[int]
     class_index: int
     category: str
     confidence: float
@@ -67,7 +69,9 @@ class Classification(_message.Message):
     model_id: str
     category_set_version: str
     policy_version: str
-    def __init__(self, class_index: _Optional[int] = ..., category: _Optional[str] = ..., confidence: _Optional[float] = ..., model: _Optional[str] = ..., use_reasoning: _Optional[bool] = ..., probabilities: _Optional[_Iterable[float]] = ..., entropy: _Optional[float] = ..., out_of_scope: _Optional[bool] = ..., labels: _Optional[_Iterable[str]] = ..., margin: _Optional[float] = ..., model_id: _Optional[str] = ..., category_set_version: _Optional[str] = ..., policy_version: _Optional[str] = ...) -> None: ...
+    language: str
+    language_unserved: bool
+    def __init__(self, class_index: _Optional[int] = ..., category: _Optional[str] = ..., confidence: _Optional[float] = ..., model: _Optional[str] = ..., use_reasoning: _Optional[bool] = ..., probabilities: _Optional[_Iterable[float]] = ..., entropy: _Optional[float] = ..., out_of_scope: _Optional[bool] = ..., labels: _Optional[_Iterable[str]] = ..., margin: _Optional[float] = ..., model_id: _Optional[str] = ..., category_set_version: _Optional[str] = ..., policy_version: _Optional[str] = ..., language: _Optional[str] = ..., language_unserved: _Optional[bool] = ...) -> None: ...
 
 class ClassifyResponse(_message.Message):
     __slots__ = ("results", "category_set_version", "policy_version", "model_id")
@@ -96,7 +100,7 @@ class Category(_message.Message):
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., system_prompt: _Optional[str] = ...) -> None: ...
 
 class InfoResponse(_message.Message):
-    __slots__ = ("model_id", "category_set_version", "policy_version", "index_size", "temperature", "leave_one_out_accuracy", "device", "dtype", "pooling", "categories", "config_json", "batch_stats", "reload_error", "scoring", "scope_json")
+    __slots__ = ("model_id", "category_set_version", "policy_version", "index_size", "temperature", "leave_one_out_accuracy", "device", "dtype", "pooling", "categories", "config_json", "batch_stats", "reload_error", "scoring", "scope_json", "served_languages", "language_min_confidence")
     MODEL_ID_FIELD_NUMBER: _ClassVar[int]
     CATEGORY_SET_VERSION_FIELD_NUMBER: _ClassVar[int]
     POLICY_VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -112,6 +116,8 @@ class InfoResponse(_message.Message):
     RELOAD_ERROR_FIELD_NUMBER: _ClassVar[int]
     SCORING_FIELD_NUMBER: _ClassVar[int]
     SCOPE_JSON_FIELD_NUMBER: _ClassVar[int]
+    SERVED_LANGUAGES_FIELD_NUMBER: _ClassVar[int]
+    LANGUAGE_MIN_CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
     model_id: str
     category_set_version: str
     policy_version: str
@@ -127,7 +133,9 @@ class InfoResponse(_message.Message):
     reload_error: str
     scoring: str
     scope_json: str
-    def __init__(self, model_id: _Optional[str] = ..., category_set_version: _Optional[str] = ..., policy_version: _Optional[str] = ..., index_size: _Optional[int] = ..., temperature: _Optional[float] = ..., leave_one_out_accuracy: _Optional[float] = ..., device: _Optional[str] = ..., dtype: _Optional[str] = ..., pooling: _Optional[str] = ..., categories: _Optional[_Iterable[_Union[Category, _Mapping]]] = ..., config_json: _Optional[str] = ..., batch_stats: _Optional[_Union[BatchStats, _Mapping]] = ..., reload_error: _Optional[str] = ..., scoring: _Optional[str] = ..., scope_json: _Optional[str] = ...) -> None: ...
+    served_languages: _containers.RepeatedScalarFieldContainer[str]
+    language_min_confidence: float
+    def __init__(self, model_id: _Optional[str] = ..., category_set_version: _Optional[str] = ..., policy_version: _Optional[str] = ..., index_size: _Optional[int] = ..., temperature: _Optional[float] = ..., leave_one_out_accuracy: _Optional[float] = ..., device: _Optional[str] = ..., dtype: _Optional[str] = ..., pooling: _Optional[str] = ..., categories: _Optional[_Iterable[_Union[Category, _Mapping]]] = ..., config_json: _Optional[str] = ..., batch_stats: _Optional[_Union[BatchStats, _Mapping]] = ..., reload_error: _Optional[str] = ..., scoring: _Optional[str] = ..., scope_json: _Optional[str] = ..., served_languages: _Optional[_Iterable[str]] = ..., language_min_confidence: _Optional[float] = ...) -> None: ...
 
 class BatchStats(_message.Message):
     __slots__ = ("batches", "texts", "largest_batch", "batch_size_counts")
