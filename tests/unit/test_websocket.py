@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from starlette.testclient import WebSocketDenialResponse
 from starlette.websockets import WebSocketDisconnect
 
 from mcp_classifier.edge.keys import ApiKeys
@@ -71,11 +72,13 @@ def test_batches_notifications_and_garbage_on_one_connection(client: TestClient)
 
 
 def test_auth_and_origin_rules_are_those_of_http(client: TestClient) -> None:
-    for headers in ({}, {"Authorization": "Bearer nope"}, {**KEY, "Origin": "http://evil.example.com"}):
-        with pytest.raises(WebSocketDisconnect) as refused:
+    """A refused handshake gets HTTP's own answer (status, JSON error, event id), not a bare 403."""
+    for headers, status in (({}, 401), ({"Authorization": "Bearer nope"}, 401), ({**KEY, "Origin": "http://evil.example.com"}, 403)):
+        with pytest.raises(WebSocketDenialResponse) as refused:
             with client.websocket_connect("/ws", headers=headers):
                 pass
-        assert refused.value.code == 1008
+        assert refused.value.status_code == status
+        assert refused.value.json()["error"] and len(refused.value.json()["data"]["eventId"]) == 32
     with client.websocket_connect("/ws", headers={**KEY, "Origin": "http://localhost"}) as socket:
         assert exchange(socket, {"jsonrpc": "2.0", "id": 1, "method": "ping"})["id"] == 1
 

@@ -27,15 +27,20 @@ from ..cache.redis_link import RedisLink
 from ..cache.session_bus import SessionBus
 from ..protocol import correlation
 from ..protocol.dispatcher import McpDispatcher
+from ..protocol.errors import ErrorKind
+from ..protocol.excerpts import excerpt
 from ..settings import Settings
 from ..telemetry import GatewayMetrics
-from .bodies import BodyTooLarge, json_response, read_body
+from .bodies import BodyTooLarge, read_body, refusal
 
 log = logging.getLogger(__name__)
 
 SSE_PATH = "/sse"
 MESSAGES_PATH = "/messages"
 _END = b""  # put in a stream's queue to end it cleanly (an answer is never empty)
+DRAINING_RETRY_AFTER_S = 1  # a draining replica's clients reconnect at once: the next replica is ready now
+FULL_RETRY_AFTER_S = 5  # a full replica's: streams end as clients leave or sessions expire
+UNKNOWN_SESSION = "unknown_session"  # the refusal kind of a sessionId no replica holds
 
 
 @dataclass(frozen=True)
@@ -141,11 +146,11 @@ def add_sse_routes(app: FastAPI, dispatcher: McpDispatcher, sessions: SseSession
     @app.get(SSE_PATH, include_in_schema=False)  # an event stream, not a JSON operation
     async def open_stream(request: Request) -> Response:
         if sessions.draining:
-            return _error(503, "this gateway is shutting down; open the stream again (another replica will take it)", {"Retry-After": "1"})
+            message = "this gateway is shutting down; open the stream again (another replica will take it)"
+            return refusal(503, "draining", message, {"Retry-After": str(DRAINING_RETRY_AFTER_S)})
         if len(sessions.queues) >= limits.max_streams:
-            return _error(
-                503, f"too many open SSE streams on this replica (sse_max_streams={limits.max_streams}); retry later", {"Retry-After": "5"}
-            )
+            message = f"too many open SSE streams on this replica (sse_max_streams={limits.max_streams}); retry later"
+            return refusal(503, "too_many_streams", message, {"Retry-After": str(FULL_RETRY_AFTER_S)})
         session_id = uuid.uuid4().hex
         endpoint = f"{request.scope.get('root_path', '')}{MESSAGES_PATH}?sessionId={session_id}"
         return EventSourceResponse(sessions.stream(session_id, endpoint), ping=limits.keepalive_s, headers={"Cache-Control": "no-store"})
@@ -154,21 +159,17 @@ def add_sse_routes(app: FastAPI, dispatcher: McpDispatcher, sessions: SseSession
     async def post_message(request: Request) -> Response:
         session_id = request.query_params.get("sessionId")
         if not session_id:
-            return _error(400, "sessionId query parameter is required (the endpoint event of GET /sse gives the URL)")
+            return refusal(400, "invalid_request", "sessionId query parameter is required (the endpoint event of GET /sse gives the URL)")
         record = correlation.current()
         if record is not None:
             record.session_id = session_id
         if not await sessions.is_open(session_id):
-            return _error(404, f"unknown or expired session {session_id!r}: open a new stream with GET {SSE_PATH}")
+            return refusal(404, UNKNOWN_SESSION, f"unknown or expired session {excerpt(session_id)}: open a new stream with GET {SSE_PATH}")
         try:
             body = await read_body(request, limits.max_body_bytes)
         except BodyTooLarge:
-            return _error(413, f"request body exceeds {limits.max_body_bytes} bytes")
+            return refusal(413, ErrorKind.BODY_TOO_LARGE.value, f"request body exceeds {limits.max_body_bytes} bytes")
         answer = await dispatcher.handle_bytes(body)
         if answer is not None and not await sessions.deliver(session_id, orjson.dumps(answer)):
-            return _error(404, f"session {session_id!r} closed before its answer could be delivered")
+            return refusal(404, UNKNOWN_SESSION, f"session {excerpt(session_id)} closed before its answer could be delivered")
         return Response(b"Accepted", status_code=202, media_type="text/plain")
-
-
-def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
-    return json_response({"error": message}, status=status, headers=headers)
