@@ -3,13 +3,15 @@
 Closing a WebSocket before accepting it makes the server answer a bare 403: the client learns
 neither the status (401, 429) nor why, nor the event id of the refusal. Where the server offers the
 ASGI denial-response extension (uvicorn does) the handshake gets the full HTTP refusal instead:
-status, headers and the JSON error body.
+status, headers and the JSON error body (and uvicorn's spurious error line for it is dropped: denial_log).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
+
+from .denial_log import mark_denied
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -26,6 +28,7 @@ async def refuse_handshake(
     """Answer the handshake with ``status``, ``headers`` and ``body``; without the extension, close before accepting
     (the server then answers 403) with ``close_code`` and ``reason`` for the servers that pass them on."""
     if DENIAL_RESPONSE in scope.get("extensions", {}):
+        mark_denied()
         await send({"type": "websocket.http.response.start", "status": status, "headers": headers})
         await send({"type": "websocket.http.response.body", "body": body})
         return
