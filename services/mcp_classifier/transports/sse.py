@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request
-from fastapi.responses import Response
+from fastapi.responses import PlainTextResponse, Response
 from sse_starlette.sse import EventSourceResponse
 
 from ..cache.redis_link import RedisLink
@@ -31,6 +31,7 @@ from ..protocol.errors import ErrorKind
 from ..protocol.excerpts import excerpt
 from ..settings import Settings
 from ..telemetry import GatewayMetrics
+from . import openapi
 from .bodies import BodyTooLarge, read_body, refusal
 
 log = logging.getLogger(__name__)
@@ -143,7 +144,7 @@ class SseSessions:
 def add_sse_routes(app: FastAPI, dispatcher: McpDispatcher, sessions: SseSessions) -> None:
     limits = sessions.limits
 
-    @app.get(SSE_PATH, include_in_schema=False)  # an event stream, not a JSON operation
+    @app.get(SSE_PATH, response_class=EventSourceResponse, openapi_extra=openapi.SSE_STREAM)
     async def open_stream(request: Request) -> Response:
         if sessions.draining:
             message = "this gateway is shutting down; open the stream again (another replica will take it)"
@@ -155,7 +156,7 @@ def add_sse_routes(app: FastAPI, dispatcher: McpDispatcher, sessions: SseSession
         endpoint = f"{request.scope.get('root_path', '')}{MESSAGES_PATH}?sessionId={session_id}"
         return EventSourceResponse(sessions.stream(session_id, endpoint), ping=limits.keepalive_s, headers={"Cache-Control": "no-store"})
 
-    @app.post(MESSAGES_PATH, include_in_schema=False)
+    @app.post(MESSAGES_PATH, status_code=202, response_class=PlainTextResponse, openapi_extra=openapi.SSE_MESSAGES)
     async def post_message(request: Request) -> Response:
         session_id = request.query_params.get("sessionId")
         if not session_id:
