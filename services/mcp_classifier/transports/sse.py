@@ -84,12 +84,13 @@ class SseSessions:
             queue.put_nowait(_END)
 
     def health(self) -> dict[str, Any]:
+        why_local = self.bus.why_local()  # read once: the breaker may change between two reads
         return {
             "legacy_sse": {
                 "open_streams": len(self.queues),
                 "max_streams": self.limits.max_streams,
-                "across_replicas": self.bus.shared,
-                **({} if self.bus.shared else {"note": "no Redis: a POST /messages must reach the replica holding its stream"}),
+                "across_replicas": why_local is None,
+                **({} if why_local is None else {"note": f"{why_local}: a POST /messages must reach the replica holding its stream"}),
             }
         }
 
