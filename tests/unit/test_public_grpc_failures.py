@@ -68,9 +68,12 @@ def test_corrupt_bytes_are_invalid_argument_with_an_event_id(method: str, caplog
     assert len(dict(error.initial_metadata() or ())["x-trace-id"]) == 32
 
 
-def test_the_key_is_checked_before_the_bytes() -> None:
+def test_the_key_is_checked_before_the_bytes_and_its_refusal_has_an_event_id(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
     error = with_server(ApiKeys(KEY, None), lambda channel: raw_call(channel, "Classify", CORRUPT))
     assert error.code() == grpc.StatusCode.UNAUTHENTICATED
+    event_id = dict(error.trailing_metadata() or ())["x-event-id"]
+    assert any(getattr(r, "event_id", None) == event_id and getattr(r, "error_kind", None) == "unauthorized" for r in caplog.records)
 
 
 def test_valid_calls_pass_the_decoder_and_a_big_batchs_refusal_is_short() -> None:

@@ -18,18 +18,19 @@ from .errors import log, new_event_id
 SERVER_SIDE = 500  # statuses from here up are the service's trouble (overload, shutdown): logged as warnings
 
 
-def refusal_body(kind: str, status: int, message: str) -> dict[str, Any]:
-    """Log the refusal under a new event id and return the body that carries it (and the request's trace id)."""
+def record_refusal(kind: str, answered: str, message: str, *, level: int = logging.INFO) -> str:
+    """Log the refusal under a new event id (returned) and mark the request's line with both.
+
+    ``answered`` says how the caller was told (``HTTP 404``, ``gRPC UNAUTHENTICATED``)."""
     event_id = new_event_id()
-    log.log(
-        logging.WARNING if status >= SERVER_SIDE else logging.INFO,
-        "%s (HTTP %d): %s",
-        kind,
-        status,
-        message,
-        extra={"event_id": event_id, "error_kind": kind, "status": status},
-    )
+    log.log(level, "%s (%s): %s", kind, answered, message, extra={"event_id": event_id, "error_kind": kind, "answered": answered})
     correlation.note(outcome=kind, event_id=event_id)
+    return event_id
+
+
+def refusal_body(kind: str, status: int, message: str) -> dict[str, Any]:
+    """Log an HTTP refusal under a new event id and return the body that carries it (and the request's trace id)."""
+    event_id = record_refusal(kind, f"HTTP {status}", message, level=logging.WARNING if status >= SERVER_SIDE else logging.INFO)
     data: dict[str, Any] = {"eventId": event_id}
     record = correlation.current()
     if record is not None:

@@ -24,10 +24,13 @@ from ..protocol import correlation
 from ..protocol.dispatcher import META_EVENT_ID, McpDispatcher
 from ..protocol.errors import ERROR_TABLE, ErrorKind, settle
 from ..protocol.jsonrpc import JsonRpcError
+from ..protocol.refusals import record_refusal
 from ..protocol.tools import error_message
 from .grpc_failures import TRACE_ID_METADATA, DecodeGuard, abort
 
 SERVICE_NAME = gpb.DESCRIPTOR.services_by_name["ClassifierGateway"].full_name
+UNAUTHENTICATED = "UNAUTHENTICATED"  # the gRPC status of a missing or wrong key
+UNAUTHORIZED = "unauthorized"  # its refusal kind, as the HTTP edge names it
 OPEN_SERVICES = ("/grpc.health.v1.Health/", "/grpc.reflection.v1alpha.ServerReflection/", "/grpc.reflection.v1.ServerReflection/")
 
 
@@ -115,7 +118,8 @@ class BearerKeyInterceptor(grpc.aio.ServerInterceptor):
         reason = "invalid bearer token" if authorization else "missing bearer token: send metadata authorization: Bearer <key>"
 
         async def refuse(request: Any, context: grpc.aio.ServicerContext) -> None:
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, reason)
+            event_id = record_refusal(UNAUTHORIZED, f"gRPC {UNAUTHENTICATED}", reason)
+            await abort(context, UNAUTHENTICATED, reason, event_id)
 
         return grpc.unary_unary_rpc_method_handler(refuse)
 
