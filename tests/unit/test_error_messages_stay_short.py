@@ -1,6 +1,6 @@
 """Errors say what is wrong (where, which rule, which limit) and never echo the caller's input.
 
-A classify_batch of 300 texts of 3 KB (over max_batch_texts, 256) once got its 900 KB back in the error.
+A classify_batch of 300 texts of 3 KB (over max_batch_texts, 256) must not get its 900 KB back in the error.
 On every door that words validation: the tool's isError result over JSON-RPC (both eras) and REST, and
 the protocol errors that name a caller's method or tool. In process over the fake backend.
 """

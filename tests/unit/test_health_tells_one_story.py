@@ -1,6 +1,6 @@
 """/health's legacy_sse and cache.redis describe the same Redis: one story, whatever Redis there is.
 
-An embedded Redis once showed as `cache.redis.up: true` beside `legacy_sse: "no Redis"`. The real
+An embedded Redis must not show as `cache.redis.up: true` beside `legacy_sse: "no Redis"`. The real
 RedisRuntime and RedisLink report the cache (the link is never started: no Redis is needed), over
 the fake backend, in process.
 """

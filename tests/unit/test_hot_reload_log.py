@@ -1,6 +1,6 @@
 """A categories reload writes one line that says how it ended: refused (and the version kept), no change, or live.
 
-A refused file once logged ERROR "reload refused" and then "reload: no change", which reads as a
+A refused file must not log ERROR "reload refused" and then "reload: no change", which reads as a
 contradiction. In process: HotReload over a backend that reloads the way the classifier does (a bool,
 and reload_error for a refusal), no model.
 """

@@ -1,8 +1,8 @@
 """Bounded descriptions of a caller's values, for error messages: they say what is wrong and never echo the input.
 
-A message that repeats the offending value grows with the request: 300 texts of 3 KB once came back as a
-901 KB error. Every message built from a caller's value goes through here, so an error names the place, the
-rule and the limit with at most a short prefix of the value, whatever the request's size.
+A message that repeats the offending value grows with the request: 300 texts of 3 KB would come back as
+a 900 KB error. Every message built from a caller's value goes through here, so an error names the place,
+the rule and the limit with at most a short prefix of the value, whatever the request's size.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A tool's argument errors in a few words: where, which rule, which limit; never the caller's value.
 
 jsonschema's own messages start with the whole offending instance (``[...] is too long``), so a
-request of 900 KB got a 900 KB error back. These are built from the error's parts instead, with the
+request of 900 KB would get a 900 KB error back. These are built from the error's parts instead, with the
 value described by ``excerpts`` (its type, size or a short prefix).
 """
 
