@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 
 from .backend.base import ClassificationBackend
+from .classify.reload_report import log_reload
 from .util.file_watch import watch_file_in_thread
 
 log = logging.getLogger(__name__)
@@ -44,14 +45,16 @@ class HotReload:
                 pass
 
     async def reload(self, trigger: str) -> bool:
+        """Ask the backend chain to reload, then say in one line how it went (read from the backend's info)."""
         assert self._lock is not None
         async with self._lock:  # one reload at a time: a watch event and SIGHUP may coincide
             try:
                 changed = await self._backend.reload_categories()
+                info = await self._backend.info()
             except Exception:
                 log.exception("categories reload (%s) failed; the current categories stay live", trigger)
                 return False
-        log.info("categories reload (%s): %s", trigger, "new version live" if changed else "no change")
+            log_reload(log, trigger, changed, info)
         return changed
 
     def _from_watch_thread(self) -> None:

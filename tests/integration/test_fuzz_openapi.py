@@ -21,7 +21,8 @@ from mcp_classifier.wiring import build_dispatcher, build_tool_filter
 from tests.support import DEFAULT_MAX_BODY_BYTES
 from tests.support.fake_backend import FakeBackend
 
-CASES_PER_OPERATION = 400  # 8 operations: about 3,000 generated requests in all
+CASES_PER_OPERATION = 400  # 7 operations fuzzed: about 2,800 generated requests in all
+SSE_STREAM = "/sse"
 
 
 def gateway_app() -> Any:
@@ -41,6 +42,8 @@ def test_the_document_describes_every_route() -> None:
     assert paths == {
         "/mcp": {"post"},  # GET and DELETE answer 405 (stateless): not operations
         "/mcp/{method}": {"post"},
+        "/sse": {"get"},
+        "/messages": {"post"},
         "/v1/tools/filter": {"post"},
         "/health": {"get"},
         "/ready": {"get"},
@@ -48,7 +51,9 @@ def test_the_document_describes_every_route() -> None:
     }
 
 
-@schema.parametrize()
+# GET /sse opens a stream that stays open for sse_session_idle_s: its answer is checked by
+# tests/unit/test_openapi_covers_every_route.py and tests/e2e/test_legacy_sse.py, not by calling it here.
+@schema.exclude(path=SSE_STREAM).parametrize()
 @settings(max_examples=CASES_PER_OPERATION, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 def test_every_generated_request_gets_a_documented_answer(case: Any) -> None:
     response = case.call()

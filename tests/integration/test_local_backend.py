@@ -214,3 +214,47 @@ def test_numpy_blas_runs_single_threaded_once_a_model_is_built(classifier: Class
     blas = [pool for pool in threadpool_info() if pool["user_api"] == "blas"]
     assert blas, "numpy loaded no BLAS library threadpoolctl knows"
     assert all(pool["num_threads"] == 1 for pool in blas), blas
+
+
+def test_a_refused_categories_file_is_logged_once_as_refused(classifier: Classifier, tmp_path, caplog) -> None:
+    """The real chain (HotReload, the backend, its model thread, the classifier): a bad file is one ERROR that keeps
+    the live version, never also a "no change"; the good file after it is one "no change" and clears the error."""
+    import logging
+    import shutil
+
+    from mcp_classifier.hot_reload import HotReload
+    from tests.support.categories import DEFAULT_FILE
+
+    categories = tmp_path / "categories.yaml"
+    categories.write_text("categories: [this is: not, valid")
+    version = classifier.versions[0]
+
+    async def run() -> list[bool]:
+        backend = LocalBatchingBackend(
+            ThreadModelWorker(lambda: classifier),
+            batch_size=4,
+            batch_window_ms=5.0,
+            max_queue=64,
+            request_timeout_s=30.0,
+            categories_file=categories,
+        )
+        await backend.start()
+        reload = HotReload(backend, categories)
+        reload._lock = asyncio.Lock()  # what start() makes, without the file watch and the signal handler
+        try:
+            refused = await reload.reload("file change")
+            refused_lines = [r for r in caplog.records if "categories reload" in r.getMessage()]
+            shutil.copy(DEFAULT_FILE, categories)
+            unchanged = await reload.reload("file change")
+            assert (await backend.info()).reload_error is None
+            return [refused, unchanged, len(refused_lines) == 1]
+        finally:
+            await backend.close()
+
+    with caplog.at_level(logging.INFO, logger="mcp_classifier"):
+        outcomes = asyncio.run(run())
+    lines = [r for r in caplog.records if "categories reload" in r.getMessage()]
+    assert outcomes == [False, False, True]
+    assert [r.levelno for r in lines] == [logging.ERROR, logging.INFO], [r.getMessage() for r in lines]
+    assert f"refused (file change), keeping version {version}" in lines[0].getMessage() and "not valid YAML" in lines[0].getMessage()
+    assert "no change" in lines[1].getMessage() and "refused" not in lines[1].getMessage()

@@ -140,7 +140,7 @@ def test_one_access_line_per_request_with_the_callers_fields(client: httpx.Clien
     assert line.latency_ms > 0
     rest = client.post("/mcp/nope", json={})
     assert rest.status_code == 404 and rest.headers["x-trace-id"]
-    assert [r.outcome for r in caplog.records if r.name == "mcp_classifier.access"][-1] == "http_404"
+    assert [r.outcome for r in caplog.records if r.name == "mcp_classifier.access"][-1] == "method_not_found"
 
 
 def test_json_log_format_writes_the_record_fields_as_keys(capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,6 +6,7 @@ What a WebSocket client relies on: the same messages as HTTP, answered in kind w
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from starlette.testclient import WebSocketDenialResponse
 from starlette.websockets import WebSocketDisconnect
 
 from mcp_classifier.edge.keys import ApiKeys
@@ -71,20 +73,47 @@ def test_batches_notifications_and_garbage_on_one_connection(client: TestClient)
 
 
 def test_auth_and_origin_rules_are_those_of_http(client: TestClient) -> None:
-    for headers in ({}, {"Authorization": "Bearer nope"}, {**KEY, "Origin": "http://evil.example.com"}):
-        with pytest.raises(WebSocketDisconnect) as refused:
+    """A refused handshake gets HTTP's own answer (status, JSON error, event id), not a bare 403."""
+    for headers, status in (({}, 401), ({"Authorization": "Bearer nope"}, 401), ({**KEY, "Origin": "http://evil.example.com"}, 403)):
+        with pytest.raises(WebSocketDenialResponse) as refused:
             with client.websocket_connect("/ws", headers=headers):
                 pass
-        assert refused.value.code == 1008
+        assert refused.value.status_code == status
+        assert refused.value.json()["error"] and len(refused.value.json()["data"]["eventId"]) == 32
     with client.websocket_connect("/ws", headers={**KEY, "Origin": "http://localhost"}) as socket:
         assert exchange(socket, {"jsonrpc": "2.0", "id": 1, "method": "ping"})["id"] == 1
 
 
-def test_a_foreign_subprotocol_is_refused(client: TestClient) -> None:
-    with pytest.raises(WebSocketDisconnect) as refused:
+def test_a_foreign_subprotocol_is_refused_at_the_handshake(client: TestClient, caplog: pytest.LogCaptureFixture) -> None:
+    """403 before any session opens (what the docs promise), with the reason and an event id that is in the log."""
+    caplog.set_level(logging.INFO)
+    with pytest.raises(WebSocketDenialResponse) as refused:
         with client.websocket_connect("/ws", headers=dict(KEY), subprotocols=["graphql-ws"]):
             pass
-    assert refused.value.code == 1002
+    assert refused.value.status_code == 403
+    body = refused.value.json()
+    assert "'mcp' required" in body["error"] and "graphql-ws" in body["error"]
+    assert any(getattr(r, "event_id", None) == body["data"]["eventId"] for r in caplog.records)
+    assert not [r for r in caplog.records if r.name == "mcp_classifier.access" and getattr(r, "door", None) == "ws"], "no session"
+    with client.websocket_connect("/ws", headers=dict(KEY), subprotocols=["graphql-ws", "mcp"]) as socket:
+        assert socket.accepted_subprotocol == "mcp"
+
+
+def test_without_the_denial_extension_a_foreign_subprotocol_is_closed_before_accept() -> None:
+    """A server that cannot answer a handshake itself gets a close before accept (it answers 403), code 1002."""
+    backend = FakeBackend()
+    app = create_app(build_dispatcher(Settings(), backend), backend, max_body_bytes=MAX_MESSAGE)
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "websocket.connect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "websocket", "path": "/ws", "raw_path": b"/ws", "query_string": b"", "headers": [], "subprotocols": ["graphql-ws"]}
+    asyncio.run(app(scope, receive, send))
+    assert [m["type"] for m in sent] == ["websocket.close"] and sent[0]["code"] == 1002
 
 
 def test_an_oversized_message_closes_with_1009(client: TestClient) -> None:

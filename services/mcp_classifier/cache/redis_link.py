@@ -96,8 +96,13 @@ class RedisLink:
                 pass
             self.client = None
 
+    @property
+    def up(self) -> bool:
+        """Calls go to Redis now (the breaker is closed); /health's ``cache.redis.up``."""
+        return not self.breaker.is_open
+
     def health(self) -> dict[str, Any]:
-        return {"redis": {"url": self._safe_url, "mode": self.label, "up": not self.breaker.is_open}}
+        return {"redis": {"url": self._safe_url, "mode": self.label, "up": self.up}}
 
     # ---- calls -----------------------------------------------------------------------------
     async def run(self, op: str, fn: Callable[[aioredis.Redis], Awaitable[T]], default: T) -> T:

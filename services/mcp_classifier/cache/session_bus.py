@@ -2,8 +2,9 @@
 
 The replica that holds a client's ``GET /sse`` stream claims the session (a key with a TTL it
 refreshes) and subscribes to the session's channel; a ``POST /messages`` that lands on another
-replica is answered there and the answer is published on that channel. Without Redis (or while
-it is down) sessions work within one replica only: ``shared`` says which, for /health.
+replica is answered there and the answer is published on that channel. Without Redis, with an
+embedded one (each replica has its own) or while Redis is down, sessions work within one replica
+only: ``why_local`` says which, in the terms of /health's ``cache.redis``, so the two agree.
 """
 
 from __future__ import annotations
@@ -25,10 +26,15 @@ class SessionBus:
         self.link = link
         self.ttl_ms = max(1, int(ttl_s * 1000))
 
-    @property
-    def shared(self) -> bool:
-        """Reachable by other replicas: an external Redis (an embedded one belongs to this replica alone)."""
-        return self.link is not None and self.link.label != "embedded"
+    def why_local(self) -> str | None:
+        """Why sessions stay within this replica now, or None when other replicas reach them (an external Redis, up)."""
+        if self.link is None:
+            return "no Redis"
+        if self.link.label == "embedded":
+            return "the Redis is this replica's own (cache.redis.mode: embedded)"
+        if not self.link.up:
+            return "Redis is down (cache.redis.up: false)"
+        return None
 
     @staticmethod
     def key(session_id: str) -> str:

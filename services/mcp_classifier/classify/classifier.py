@@ -77,20 +77,19 @@ class Classifier:
     def reload_from(self, path: Path | str) -> bool:
         """Hot reload: apply the file if it is valid and differs; a bad file keeps the old one in place.
 
-        Returns True when a new category set or policy went live.
+        Returns True when a new category set or policy went live; a refusal sets ``reload_error``. The caller
+        says how it went (classify.reload_report), once, so a refusal is not followed by a "no change".
         """
         try:
             config = load_categories(path)
         except CategoryFileError as exc:
             self.reload_error = str(exc)
-            log.error("categories reload refused, keeping version %s: %s", self.versions[0], exc)
             return False
         if (config.category_set_version, config.policy_version) == self.versions:
             self.reload_error = None
             return False
         self._install(config)
         self.reload_error = None  # cleared only once the new version is live
-        log.info("categories reloaded from %s: version %s, %d categories", path, self.versions[0], len(config.categories))
         return True
 
     @property

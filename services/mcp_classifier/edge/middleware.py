@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Callable
 
 import orjson
 
+from ..protocol.excerpts import excerpt
+from ..protocol.refusals import refusal_body
 from ..telemetry import GatewayMetrics
+from .handshake import ASGIApp, Receive, Scope, Send, refuse_handshake
 from .keys import ApiKeys, bearer_token, key_fingerprint
 from .origins import Allowlist
 from .ratelimit import RateLimiter
@@ -24,11 +26,7 @@ log = logging.getLogger(__name__)
 
 OPEN_PATHS = frozenset({"/health", "/ready", "/metrics"})
 REALM = 'Bearer realm="mcp-classifier"'
-
-Scope = dict[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+CLOSE_POLICY_VIOLATION = 1008  # the WebSocket close code of a refusal, where the server cannot answer the handshake itself
 
 
 class EdgeGuard:
@@ -65,9 +63,9 @@ class EdgeGuard:
             elif name == b"authorization":
                 authorization = value.decode("latin-1")
         if not self.hosts.host_allowed(host):
-            return 403, f"Host {host!r} is not allowed (allowed_hosts)", {"kind": "forbidden_host"}
+            return 403, f"Host {excerpt(host) if host is not None else None} is not allowed (allowed_hosts)", {"kind": "forbidden_host"}
         if origin is not None and not self.origins.origin_allowed(origin):
-            return 403, f"Origin {origin!r} is not allowed (allowed_origins)", {"kind": "forbidden_origin"}
+            return 403, f"Origin {excerpt(origin)} is not allowed (allowed_origins)", {"kind": "forbidden_origin"}
         identity = None
         if self.keys.enabled:
             token = bearer_token(authorization)
@@ -112,12 +110,12 @@ class EdgeMiddleware:
         status, message, headers = refusal
         kind = headers.pop("kind")
         self.guard.metrics.errors.labels(kind).inc()
-        if scope["type"] == "websocket":  # closing before accept: the server answers the handshake with 403
-            await send({"type": "websocket.close", "code": 1008, "reason": message[:120]})
-            return
-        body = orjson.dumps({"error": message})
+        body = orjson.dumps(refusal_body(kind, status, message))
         raw_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         raw_headers += [(k.lower().encode(), v.encode("latin-1")) for k, v in headers.items()]
+        if scope["type"] == "websocket":
+            await refuse_handshake(scope, send, status, raw_headers, body, close_code=CLOSE_POLICY_VIOLATION, reason=message)
+            return
         await send({"type": "http.response.start", "status": status, "headers": raw_headers})
         await send({"type": "http.response.body", "body": body})
         self.guard.metrics.observe(self.guard.route_label(scope["path"]), status, time.perf_counter() - started)

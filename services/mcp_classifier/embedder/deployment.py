@@ -25,6 +25,7 @@ from ..api.convert import info_to_proto, results_to_proto, vectors_to_bytes
 from ..api.v1 import classifier_pb2 as pb
 from ..classify.build import build_classifier
 from ..classify.classifier import ClassificationResult, Classifier
+from ..classify.reload_report import log_reload
 from ..engine.encoder import pick_device
 from ..engine.tokenizer_threads import tokenizer_threads_in_effect
 from ..settings import Settings
@@ -135,7 +136,7 @@ class Embedder:
         generation = int(user_config.get("reload_generation", 0))
         if generation != self._reload_generation:
             self._reload_generation = generation
-            self._reload_categories()
+            self._reload_categories(f"reload_generation {generation}")
         self._max_batch_size = int(user_config.get("max_batch_size", self._max_batch_size))
         self._slot_chars = int(user_config.get("batch_slot_chars", self._slot_chars))
         self._classify_batch.set_max_batch_size(self._max_batch_size)
@@ -203,10 +204,11 @@ class Embedder:
             span.set_attribute("mcp_classifier.packed", self._classifier.encoder.last_batch_packed)
             return results
 
-    def _reload_categories(self) -> None:
+    def _reload_categories(self, trigger: str = "file change") -> None:
         if self._settings.categories_file is not None:
             # On the forward thread: the swap happens between batches, never inside one.
-            self._executor.submit(self._classifier.reload_from, self._settings.categories_file).result()
+            changed = self._executor.submit(self._classifier.reload_from, self._settings.categories_file).result()
+            log_reload(log, trigger, changed, self._classifier.info)
 
     def _record(self, n_texts: int, seconds: float) -> None:
         self._batch_sizes.observe(n_texts)

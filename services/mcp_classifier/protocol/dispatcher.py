@@ -13,6 +13,7 @@ from .. import SERVER_NAME, __version__
 from ..backend.base import BackendError
 from . import correlation
 from .errors import ErrorKind, record_tool_failure, settle
+from .excerpts import excerpt
 from .jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -172,7 +173,7 @@ class McpDispatcher:
         """Run one method; raises JsonRpcError. The REST transport calls this directly."""
         handler = self._methods.get(method)
         if handler is None:
-            raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+            raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {excerpt(method)}")
         return await self._traced(method, handler, params)
 
     async def _traced(self, method: str, handler: Handler, params: dict[str, Any]) -> dict[str, Any]:
@@ -251,7 +252,7 @@ class McpDispatcher:
         try:
             result = await self.tools.call(name, arguments)
         except UnknownTool:
-            raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}; available: {', '.join(self.tools.names)}") from None
+            raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {excerpt(name)}; available: {', '.join(self.tools.names)}") from None
         if result.get("isError") is True:  # every door (JSON-RPC, REST, gRPC) gets the failure's event id from here
             result = with_meta(result, META_EVENT_ID, record_tool_failure(name, error_message(result)))
         return result

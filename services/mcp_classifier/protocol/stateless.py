@@ -14,6 +14,7 @@ import binascii
 from dataclasses import dataclass
 from typing import Any
 
+from .excerpts import clip, excerpt
 from .jsonrpc import (
     HEADER_MISMATCH,
     INVALID_PARAMS,
@@ -109,7 +110,9 @@ def check_request(request: Request, headers: RoutingHeaders) -> None:
         raise JsonRpcError(INVALID_PARAMS, f"params._meta[{META_PROTOCOL_VERSION!r}] must be a string")
     if version not in STATELESS_VERSIONS:
         raise JsonRpcError(
-            UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version", {"supported": all_supported_versions(), "requested": version}
+            UNSUPPORTED_PROTOCOL_VERSION,
+            "Unsupported protocol version",
+            {"supported": all_supported_versions(), "requested": clip(version)},
         )
 
 
@@ -118,7 +121,9 @@ def _check_headers_match(request: Request, meta: dict[str, Any], headers: Routin
     if header_version != meta[META_PROTOCOL_VERSION]:
         raise JsonRpcError(HEADER_MISMATCH, "the MCP-Protocol-Version header does not match params._meta's protocol version")
     if not headers.method:
-        raise JsonRpcError(HEADER_MISMATCH, f"the Mcp-Method header is required (it must equal the body's method, {request.method!r})")
+        raise JsonRpcError(
+            HEADER_MISMATCH, f"the Mcp-Method header is required (it must equal the body's method, {excerpt(request.method)})"
+        )
     if headers.method[0].strip() != request.method:
         raise JsonRpcError(HEADER_MISMATCH, "the Mcp-Method header does not match the body's method")
     target_field = NAMED_TARGETS.get(request.method)
@@ -131,7 +136,7 @@ def _check_headers_match(request: Request, meta: dict[str, Any], headers: Routin
 
 def method_not_found(method: str) -> JsonRpcError:
     hint = " (removed by the stateless revision)" if method in REMOVED_METHODS else ""
-    return JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method}{hint}", {"method": method})
+    return JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {excerpt(method)}{hint}", {"method": clip(method)})
 
 
 def finish_result(method: str, result: dict[str, Any], server_info: dict[str, str], list_ttl_ms: int) -> dict[str, Any]:

@@ -9,7 +9,10 @@ from typing import Any
 import orjson
 from jsonschema import Draft202012Validator
 
+from .schema_errors import describe_schema_error
+
 ToolHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+MAX_REPORTED_PROBLEMS = 5  # argument errors named in one answer: a few say what to fix, hundreds would only grow it
 
 
 class ToolError(Exception):
@@ -98,7 +101,7 @@ class ToolRegistry:
             else sorted(self._validators[name].iter_errors(arguments), key=lambda e: list(e.path))
         )
         if problems:
-            return tool_result({"error": "; ".join(_describe(e) for e in problems)}, is_error=True)
+            return tool_result({"error": _problems_message(problems)}, is_error=True)
         try:
             payload = await tool.handler(arguments)
         except ToolError as exc:
@@ -146,12 +149,8 @@ def quick_check(schema: dict[str, Any]) -> Callable[[dict[str, Any]], bool] | No
     return check
 
 
-def _describe(error: Any) -> str:
-    where = ".".join(str(p) for p in error.path)
-    if error.validator == "maxLength":
-        return f"argument {where!r} is longer than {error.validator_value} characters"
-    if error.validator == "minLength":
-        return f"argument {where!r} must not be empty"
-    if error.validator == "additionalProperties":
-        return f"unknown argument(s): {error.message.split('(')[-1].rstrip(')')}"
-    return f"argument {where!r}: {error.message}" if where else error.message
+def _problems_message(problems: list[Any]) -> str:
+    """The first few argument errors, each in a few words, and how many more there are."""
+    message = "; ".join(describe_schema_error(e) for e in problems[:MAX_REPORTED_PROBLEMS])
+    more = len(problems) - MAX_REPORTED_PROBLEMS
+    return f"{message}; and {more} more problem(s)" if more > 0 else message

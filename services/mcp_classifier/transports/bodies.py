@@ -10,6 +10,7 @@ from fastapi.responses import Response
 
 from ..protocol.errors import ErrorKind
 from ..protocol.jsonrpc import INVALID_REQUEST, PARSE_ERROR, JsonRpcError
+from ..protocol.refusals import refusal_body
 
 
 class BodyTooLarge(Exception):
@@ -18,6 +19,11 @@ class BodyTooLarge(Exception):
 
 def json_response(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     return Response(orjson.dumps(payload), status_code=status, media_type="application/json", headers=headers)
+
+
+def refusal(status: int, kind: str, message: str, headers: dict[str, str] | None = None) -> Response:
+    """A refusal outside the error table, in the REST error shape with its event id (logged) and trace id."""
+    return json_response(refusal_body(kind, status, message), status=status, headers=headers)
 
 
 async def read_body(request: Request, limit: int) -> bytes:

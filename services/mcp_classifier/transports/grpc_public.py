@@ -10,7 +10,7 @@ reflection are open, like /health.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, NoReturn
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -24,12 +24,14 @@ from ..protocol import correlation
 from ..protocol.dispatcher import META_EVENT_ID, McpDispatcher
 from ..protocol.errors import ERROR_TABLE, ErrorKind, settle
 from ..protocol.jsonrpc import JsonRpcError
+from ..protocol.refusals import record_refusal
 from ..protocol.tools import error_message
+from .grpc_failures import TRACE_ID_METADATA, DecodeGuard, abort
 
 SERVICE_NAME = gpb.DESCRIPTOR.services_by_name["ClassifierGateway"].full_name
+UNAUTHENTICATED = "UNAUTHENTICATED"  # the gRPC status of a missing or wrong key
+UNAUTHORIZED = "unauthorized"  # its refusal kind, as the HTTP edge names it
 OPEN_SERVICES = ("/grpc.health.v1.Health/", "/grpc.reflection.v1alpha.ServerReflection/", "/grpc.reflection.v1.ServerReflection/")
-TRACE_ID_METADATA = "x-trace-id"
-EVENT_ID_METADATA = "x-event-id"
 
 
 class GatewayServicer(gpb_grpc.ClassifierGatewayServicer):
@@ -74,19 +76,13 @@ class GatewayServicer(gpb_grpc.ClassifierGatewayServicer):
                 result = await self.dispatcher.call("tools/call", {"name": name, "arguments": arguments})
             except JsonRpcError as exc:
                 kind = settle(exc, name)
-                await _abort(context, ERROR_TABLE[kind].grpc_status, exc.message, exc.event_id or "")
+                await abort(context, ERROR_TABLE[kind].grpc_status, exc.message, exc.event_id or "")
             if result.get("isError") is True:  # the dispatcher logged it under this event id
                 event_id = result["_meta"][META_EVENT_ID]
-                await _abort(context, ERROR_TABLE[ErrorKind.TOOL_EXECUTION_FAILED].grpc_status, error_message(result), event_id)
+                await abort(context, ERROR_TABLE[ErrorKind.TOOL_EXECUTION_FAILED].grpc_status, error_message(result), event_id)
             return result["structuredContent"], record.trace_id
         finally:
             correlation.finish(record)
-
-
-async def _abort(context: grpc.aio.ServicerContext, status: str, message: str, event_id: str) -> NoReturn:
-    context.set_trailing_metadata(((EVENT_ID_METADATA, event_id),))
-    await context.abort(grpc.StatusCode[status], message)
-    raise AssertionError("unreachable: abort raises")
 
 
 def _classification(payload: dict[str, Any]) -> pb.Classification:
@@ -122,7 +118,8 @@ class BearerKeyInterceptor(grpc.aio.ServerInterceptor):
         reason = "invalid bearer token" if authorization else "missing bearer token: send metadata authorization: Bearer <key>"
 
         async def refuse(request: Any, context: grpc.aio.ServicerContext) -> None:
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, reason)
+            event_id = record_refusal(UNAUTHORIZED, f"gRPC {UNAUTHENTICATED}", reason)
+            await abort(context, UNAUTHENTICATED, reason, event_id)
 
         return grpc.unary_unary_rpc_method_handler(refuse)
 
@@ -142,7 +139,8 @@ class PublicGrpcServer:
         self._health = HealthServicer()
 
     async def start(self) -> None:
-        interceptors: list[Any] = [BearerKeyInterceptor(self.keys)]
+        # The key is checked first: a caller without one learns nothing else, not even that its bytes were garbage.
+        interceptors: list[Any] = [BearerKeyInterceptor(self.keys), DecodeGuard()]
         if self.tracing:
             from opentelemetry.instrumentation.grpc import aio_server_interceptor
 

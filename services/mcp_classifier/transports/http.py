@@ -8,6 +8,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from http import HTTPStatus
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -22,14 +23,15 @@ from ..edge import EdgeGuard, EdgeMiddleware
 from ..protocol import correlation, stateless
 from ..protocol.dispatcher import McpDispatcher
 from ..protocol.errors import ErrorKind, rule_of, settle
-from ..protocol.jsonrpc import INVALID_PARAMS, INVALID_REQUEST, JsonRpcError
+from ..protocol.excerpts import clip, excerpt
+from ..protocol.jsonrpc import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, JsonRpcError
 from ..protocol.stateless import RoutingHeaders, is_stateless_request
 from ..protocol.tools import ToolError
 from ..settings import Settings
 from ..telemetry import GatewayMetrics
 from ..toolfilter.tool_filter import ToolFilter, filter_arguments
 from . import openapi
-from .bodies import BodyTooLarge, body_too_large, json_response, read_body, read_json
+from .bodies import BodyTooLarge, body_too_large, json_response, read_body, read_json, refusal
 from .correlated import CorrelationMiddleware
 from .mcp_paths import McpPathMiddleware
 from .sse import SseSessions, add_sse_routes, local_sessions
@@ -68,6 +70,19 @@ def _openapi_document(app: FastAPI) -> dict[str, Any]:
             document.pop("components", None)
         app.openapi_schema = document
     return app.openapi_schema
+
+
+NOT_FOUND = "not_found"  # no route at the path
+METHOD_NOT_ALLOWED = "method_not_allowed"  # a route at the path, not for this HTTP method
+
+
+def routing_refusal(http_method: str, status: int, allow: str | None) -> tuple[str, str]:
+    """(kind, message) of a request routing turned down: a path nothing serves, or a method the path does not take."""
+    if status == HTTPStatus.NOT_FOUND:
+        return NOT_FOUND, f"nothing is served at this path (GET {OPENAPI_PATH} lists the routes)"
+    if status == HTTPStatus.METHOD_NOT_ALLOWED:
+        return METHOD_NOT_ALLOWED, f"{excerpt(http_method)} is not allowed on this path" + (f"; use {allow}" if allow else "")
+    return f"http_{status}", f"HTTP {status}"
 
 
 def route_label(path: str) -> str:
@@ -176,9 +191,10 @@ def create_app(
     app.add_middleware(McpPathMiddleware)  # outermost: /mcp/ and /mcp//method reach the routes as /mcp and /mcp/method
 
     @app.exception_handler(StarletteHTTPException)
-    async def routing_error(_: Request, exc: StarletteHTTPException) -> Response:
-        """Unknown paths and methods answer in the service's own error shape, like every other refusal."""
-        return json_response({"error": str(exc.detail)}, status=exc.status_code, headers=dict(exc.headers or {}))
+    async def routing_error(request: Request, exc: StarletteHTTPException) -> Response:
+        """Unknown paths and methods answer in the service's own error shape, with an event id, like every other refusal."""
+        headers = dict(exc.headers or {})
+        return refusal(exc.status_code, *routing_refusal(request.method, exc.status_code, headers.get("Allow")), headers)
 
     @app.post("/mcp", openapi_extra=openapi.MCP_JSONRPC)
     async def mcp_jsonrpc(request: Request) -> Response:
@@ -209,7 +225,7 @@ def create_app(
     @app.api_route("/mcp", methods=["GET", "DELETE"], include_in_schema=False)  # a clear 405, not an operation
     async def mcp_not_allowed() -> Response:
         # Stateless server: no SSE stream to resume and no session to delete.
-        return json_response({"error": "only POST is supported on /mcp"}, status=405, headers={"Allow": "POST"})
+        return refusal(405, METHOD_NOT_ALLOWED, "only POST is supported on /mcp", {"Allow": "POST"})
 
     @app.post("/mcp/{method:path}", openapi_extra=openapi.MCP_REST)
     async def mcp_rest(method: str, request: Request) -> Response:
@@ -220,7 +236,9 @@ def create_app(
 
     async def _rest_call(method: str, request: Request) -> Response:
         if method not in REST_METHODS:
-            return json_response({"error": f"unknown method {method!r}; REST style serves {sorted(REST_METHODS)}"}, status=404)
+            correlation.note(era="rest", method=clip(method))
+            unknown = JsonRpcError(METHOD_NOT_FOUND, f"unknown method {excerpt(method)}; REST style serves {sorted(REST_METHODS)}")
+            return rest_error(unknown, clip(method), metrics)
         correlation.note(era="rest", method=method)
         try:
             result = await dispatcher.call(method, rest_params(await read_json(request, max_body_bytes)))

@@ -14,7 +14,14 @@ JSON = "application/json"
 
 ERROR_BODY: dict[str, Any] = {
     "type": "object",
-    "properties": {"error": {"type": "string"}, "data": {}},
+    "properties": {
+        "error": {"type": "string"},
+        "data": {
+            "type": "object",
+            "description": "eventId (in the log line of this failure), traceId, and what the error adds.",
+            "properties": {"eventId": {"type": "string"}, "traceId": {"type": "string"}},
+        },
+    },
     "required": ["error"],
 }
 JSONRPC_ID: dict[str, Any] = {"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]}
@@ -156,6 +163,53 @@ TOOL_FILTER: dict[str, Any] = {
         400,
         413,
     ),
+}
+
+SSE_STREAM: dict[str, Any] = {
+    "summary": "Legacy HTTP+SSE (MCP 2024-11-05): open a session's event stream",
+    "description": "The first event is `endpoint`: its data is the URL to POST the session's messages to "
+    "(/messages?sessionId=<id>). Each answer then arrives as a `message` event whose data is the JSON-RPC answer. "
+    "Keep-alive comments flow every sse_keepalive_s; a session with no message for sse_session_idle_s ends its stream.",
+    "responses": {
+        "200": {"description": "The event stream (it stays open).", "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+        "503": {
+            "description": "This replica holds sse_max_streams streams, or is shutting down: Retry-After says when to open "
+            "one again (another replica may take it).",
+            "content": {JSON: {"schema": ERROR_BODY}},
+        },
+        "401": {"description": "Missing or unknown API key.", "content": {JSON: {"schema": ERROR_BODY}}},
+        "403": {"description": "Origin or Host not allowed.", "content": {JSON: {"schema": ERROR_BODY}}},
+        "429": {"description": "Rate limit exceeded.", "content": {JSON: {"schema": ERROR_BODY}}},
+    },
+}
+
+SSE_MESSAGES: dict[str, Any] = {
+    "summary": "Legacy HTTP+SSE: one JSON-RPC message (or batch) for a session; its answer goes out on the session's stream",
+    "parameters": [
+        {
+            "name": "sessionId",
+            "in": "query",
+            "required": True,
+            "schema": {"type": "string"},
+            "description": "The session, from the `endpoint` event of GET /sse.",
+        }
+    ],
+    "requestBody": _body({"anyOf": [JSONRPC_MESSAGE, {"type": "array", "items": JSONRPC_MESSAGE}]}),
+    "responses": {
+        "202": {
+            "description": "Accepted: the answer (if one is owed) is on the session's stream.",
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        },
+        "400": {"description": "No sessionId.", "content": {JSON: {"schema": ERROR_BODY}}},
+        "404": {
+            "description": "No replica holds the session (unknown or expired): open a new stream.",
+            "content": {JSON: {"schema": ERROR_BODY}},
+        },
+        "413": {"description": "Body over max_body_bytes.", "content": {JSON: {"schema": ERROR_BODY}}},
+        "401": {"description": "Missing or unknown API key.", "content": {JSON: {"schema": ERROR_BODY}}},
+        "403": {"description": "Origin or Host not allowed.", "content": {JSON: {"schema": ERROR_BODY}}},
+        "429": {"description": "Rate limit exceeded.", "content": {JSON: {"schema": ERROR_BODY}}},
+    },
 }
 
 HEALTH: dict[str, Any] = {

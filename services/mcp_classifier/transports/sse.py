@@ -20,22 +20,28 @@ from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request
-from fastapi.responses import Response
+from fastapi.responses import PlainTextResponse, Response
 from sse_starlette.sse import EventSourceResponse
 
 from ..cache.redis_link import RedisLink
 from ..cache.session_bus import SessionBus
 from ..protocol import correlation
 from ..protocol.dispatcher import McpDispatcher
+from ..protocol.errors import ErrorKind
+from ..protocol.excerpts import excerpt
 from ..settings import Settings
 from ..telemetry import GatewayMetrics
-from .bodies import BodyTooLarge, json_response, read_body
+from . import openapi
+from .bodies import BodyTooLarge, read_body, refusal
 
 log = logging.getLogger(__name__)
 
 SSE_PATH = "/sse"
 MESSAGES_PATH = "/messages"
 _END = b""  # put in a stream's queue to end it cleanly (an answer is never empty)
+DRAINING_RETRY_AFTER_S = 1  # a draining replica's clients reconnect at once: the next replica is ready now
+FULL_RETRY_AFTER_S = 5  # a full replica's: streams end as clients leave or sessions expire
+UNKNOWN_SESSION = "unknown_session"  # the refusal kind of a sessionId no replica holds
 
 
 @dataclass(frozen=True)
@@ -78,12 +84,13 @@ class SseSessions:
             queue.put_nowait(_END)
 
     def health(self) -> dict[str, Any]:
+        why_local = self.bus.why_local()  # read once: the breaker may change between two reads
         return {
             "legacy_sse": {
                 "open_streams": len(self.queues),
                 "max_streams": self.limits.max_streams,
-                "across_replicas": self.bus.shared,
-                **({} if self.bus.shared else {"note": "no Redis: a POST /messages must reach the replica holding its stream"}),
+                "across_replicas": why_local is None,
+                **({} if why_local is None else {"note": f"{why_local}: a POST /messages must reach the replica holding its stream"}),
             }
         }
 
@@ -138,37 +145,33 @@ class SseSessions:
 def add_sse_routes(app: FastAPI, dispatcher: McpDispatcher, sessions: SseSessions) -> None:
     limits = sessions.limits
 
-    @app.get(SSE_PATH, include_in_schema=False)  # an event stream, not a JSON operation
+    @app.get(SSE_PATH, response_class=EventSourceResponse, openapi_extra=openapi.SSE_STREAM)
     async def open_stream(request: Request) -> Response:
         if sessions.draining:
-            return _error(503, "this gateway is shutting down; open the stream again (another replica will take it)", {"Retry-After": "1"})
+            message = "this gateway is shutting down; open the stream again (another replica will take it)"
+            return refusal(503, "draining", message, {"Retry-After": str(DRAINING_RETRY_AFTER_S)})
         if len(sessions.queues) >= limits.max_streams:
-            return _error(
-                503, f"too many open SSE streams on this replica (sse_max_streams={limits.max_streams}); retry later", {"Retry-After": "5"}
-            )
+            message = f"too many open SSE streams on this replica (sse_max_streams={limits.max_streams}); retry later"
+            return refusal(503, "too_many_streams", message, {"Retry-After": str(FULL_RETRY_AFTER_S)})
         session_id = uuid.uuid4().hex
         endpoint = f"{request.scope.get('root_path', '')}{MESSAGES_PATH}?sessionId={session_id}"
         return EventSourceResponse(sessions.stream(session_id, endpoint), ping=limits.keepalive_s, headers={"Cache-Control": "no-store"})
 
-    @app.post(MESSAGES_PATH, include_in_schema=False)
+    @app.post(MESSAGES_PATH, status_code=202, response_class=PlainTextResponse, openapi_extra=openapi.SSE_MESSAGES)
     async def post_message(request: Request) -> Response:
         session_id = request.query_params.get("sessionId")
         if not session_id:
-            return _error(400, "sessionId query parameter is required (the endpoint event of GET /sse gives the URL)")
+            return refusal(400, "invalid_request", "sessionId query parameter is required (the endpoint event of GET /sse gives the URL)")
         record = correlation.current()
         if record is not None:
             record.session_id = session_id
         if not await sessions.is_open(session_id):
-            return _error(404, f"unknown or expired session {session_id!r}: open a new stream with GET {SSE_PATH}")
+            return refusal(404, UNKNOWN_SESSION, f"unknown or expired session {excerpt(session_id)}: open a new stream with GET {SSE_PATH}")
         try:
             body = await read_body(request, limits.max_body_bytes)
         except BodyTooLarge:
-            return _error(413, f"request body exceeds {limits.max_body_bytes} bytes")
+            return refusal(413, ErrorKind.BODY_TOO_LARGE.value, f"request body exceeds {limits.max_body_bytes} bytes")
         answer = await dispatcher.handle_bytes(body)
         if answer is not None and not await sessions.deliver(session_id, orjson.dumps(answer)):
-            return _error(404, f"session {session_id!r} closed before its answer could be delivered")
+            return refusal(404, UNKNOWN_SESSION, f"session {excerpt(session_id)} closed before its answer could be delivered")
         return Response(b"Accepted", status_code=202, media_type="text/plain")
-
-
-def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
-    return json_response({"error": message}, status=status, headers=headers)

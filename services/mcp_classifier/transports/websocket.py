@@ -11,20 +11,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from http import HTTPStatus
 from typing import Any
 
 import orjson
 from fastapi import FastAPI, WebSocket
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
+from ..edge.handshake import refuse_handshake
 from ..protocol import correlation
 from ..protocol.dispatcher import McpDispatcher
+from ..protocol.excerpts import name_list
+from ..protocol.refusals import refusal_body
 
 log = logging.getLogger(__name__)
 
 WS_PATH = "/ws"
 SUBPROTOCOL = "mcp"
-CLOSE_PROTOCOL_ERROR = 1002
+CLOSE_PROTOCOL_ERROR = 1002  # the close code of a refused subprotocol, where the server cannot answer the handshake itself
+FOREIGN_SUBPROTOCOL = "foreign_subprotocol"  # the refusal kind of a handshake that offers subprotocols, none of them ours
 CLOSE_TOO_BIG = 1009
 
 
@@ -33,11 +38,25 @@ def add_websocket_route(app: FastAPI, dispatcher: McpDispatcher, *, max_message_
     async def mcp_websocket(websocket: WebSocket) -> None:
         offered = websocket.scope.get("subprotocols") or []
         if offered and SUBPROTOCOL not in offered:
-            # closing before accept: the HTTP handshake is refused (403) and the client learns why from the reason
-            await websocket.close(code=CLOSE_PROTOCOL_ERROR, reason=f"subprotocol {SUBPROTOCOL!r} required")
+            await refuse_foreign_subprotocol(websocket)
             return
         await websocket.accept(subprotocol=SUBPROTOCOL if offered else None)
         await WebSocketSession(websocket, dispatcher, max_message_bytes).run()
+
+
+async def refuse_foreign_subprotocol(websocket: WebSocket) -> None:
+    """Turn the handshake down with HTTP 403, before any session opens.
+
+    RFC 6455 lets a server refuse a handshake whose subprotocols it cannot agree to, and a client whose offered
+    subprotocols were all refused fails the connection anyway (the WHATWG WebSocket rules); accepting only to
+    close with 1002 would tell it less than the 403 and its JSON error, which carries the event id.
+    """
+    message = f"subprotocol {SUBPROTOCOL!r} required; offered: {name_list(list(websocket.scope.get('subprotocols') or []))}"
+    body = orjson.dumps(refusal_body(FOREIGN_SUBPROTOCOL, HTTPStatus.FORBIDDEN, message))
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await refuse_handshake(
+        websocket.scope, websocket.send, HTTPStatus.FORBIDDEN, headers, body, close_code=CLOSE_PROTOCOL_ERROR, reason=message
+    )
 
 
 class WebSocketSession:
