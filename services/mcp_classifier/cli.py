@@ -341,6 +341,9 @@ def cmd_eval_tools(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_loadtest(args: argparse.Namespace) -> int:
     from .loadtest.runner import LoadtestOptions, run_loadtest
 
+    if args.steps and args.shape == "stages":
+        raise CliError("loadtest: --steps and --shape stages are two different shapes: choose one")
+
     options = LoadtestOptions(
         url=args.url,
         backend=args.backend,
@@ -353,8 +356,13 @@ def cmd_loadtest(args: argparse.Namespace) -> int:
         api_key=args.api_key,
         out=args.out,
         compare=args.compare,
-        shape=args.shape,
+        shape="steps" if args.steps else args.shape,
         processes=args.processes,
+        steps=args.steps,
+        step_duration_s=args.step_duration,
+        slo_p99_ms=args.slo_p99_ms,
+        max_failure_ratio=args.max_failure_ratio,
+        warmup_timeout_s=args.warmup_timeout,
     )
     try:
         return run_loadtest(options)
@@ -367,6 +375,16 @@ def _ratio(value: str) -> float:
     if not 0.0 <= ratio <= 1.0:
         raise argparse.ArgumentTypeError(f"{value} is not between 0 and 1")
     return ratio
+
+
+def _steps(value: str) -> tuple[int, ...]:
+    try:
+        steps = tuple(int(part) for part in value.split(","))
+    except ValueError:
+        steps = ()
+    if not steps or min(steps) < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a list of user counts such as 1,2,4,8")
+    return steps
 
 
 def add_loadtest_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -383,6 +401,22 @@ def add_loadtest_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     loadtest.add_argument("--probabilities-ratio", type=_ratio, default=0.5, help="share of calls with with_probabilities [default: 0.5]")
     loadtest.add_argument("--length-mix", default="short:0.4,medium:0.4,long:0.2", help="query-length mix [default: %(default)s]")
     loadtest.add_argument("--shape", choices=["constant", "stages"], default="constant", help="stages: ramp, plateau, spike, plateau")
+    loadtest.add_argument(
+        "--steps", type=_steps, default=(), help="a capacity curve: user counts held one after another, e.g. 1,2,4,8,16 (replaces --users)"
+    )
+    loadtest.add_argument("--step-duration", type=int, default=20, help="seconds each --steps step is held and measured [default: 20]")
+    loadtest.add_argument(
+        "--slo-p99-ms", type=float, default=100.0, help="the p99 a step must stay within to count as capacity [default: 100]"
+    )
+    loadtest.add_argument(
+        "--max-failure-ratio", type=_ratio, default=0.0, help="share of measured requests that may fail before the run fails [default: 0]"
+    )
+    loadtest.add_argument(
+        "--warmup-timeout",
+        type=float,
+        default=120.0,
+        help="seconds the cache warm-up (--hit-ratio) may take, before and apart from the steps [default: 120]",
+    )
     loadtest.add_argument("--processes", type=int, default=1, help="Locust processes (more than 1 for load beyond one core)")
     loadtest.add_argument("--api-key", help="bearer key for a gateway with keys (or env MCP_LOADTEST_API_KEY; prefer the env var)")
     loadtest.add_argument("--compare", help="a second REST-style MCP classifier to run the same workload against, side by side")

@@ -11,8 +11,17 @@ Knobs (environment variables; `mcp-classifier loadtest` sets them from its flags
   MCP_LOADTEST_REPEAT_POOL          how many distinct texts the repeated share cycles through     [50]
   MCP_LOADTEST_BATCH_TEXTS          texts per classify_batch call                                  [8]
   MCP_LOADTEST_API_KEY              bearer key, when the gateway has keys
-  MCP_LOADTEST_SHAPE                "stages": ramp, plateau, spike, plateau (instead of -u/-r/-t)
+  MCP_LOADTEST_SHAPE                "steps": each user count of MCP_LOADTEST_STEPS held and measured on its own;
+                                    "stages": ramp, plateau, spike, plateau; unset: Locust's own -u/-r/-t
+  MCP_LOADTEST_STEPS, MCP_LOADTEST_STEP_S       the steps' user counts ("1,2,4,8") and seconds per step   [20]
+  MCP_LOADTEST_SPAWN_RATE           users started per second within a step; 0: all at once          [0]
+  MCP_LOADTEST_SLO_P99_MS           the p99 a step must stay within to count as capacity            [100]
+  MCP_LOADTEST_MAX_FAILURE_RATIO    failures a step may have and still count as capacity           [0]
+  MCP_LOADTEST_WARMUP_TIMEOUT_S     the cache warm-up's own budget, before any step starts          [120]
   MCP_LOADTEST_USERS, MCP_LOADTEST_DURATION_S   the stages' plateau users and total length
+With "steps", every step is logged as a "[loadtest] step" line and the run ends with a "[loadtest] capacity"
+line: the highest throughput whose p99 stays within the SLO. A warm-up that fails or overruns its budget ends
+the run before any step.
 Tags: jsonrpc, rest (the two styles), classify, batch, list. Request names end in "(repeat)" or
 "(unique)", so cache-hit and miss latency are reported apart.
 """
@@ -24,10 +33,13 @@ import json
 import math
 import os
 import random
+import time
 import urllib.request
 from typing import Any
 
 from locust import FastHttpUser, LoadTestShape, events, tag, task
+from locust.exception import StopUser
+from locust.stats import calculate_response_time_percentile, diff_response_time_dicts
 
 # ---- the query set: router traffic of mixed length (short chat, one-line questions, long asks) -------
 SHORT = [
@@ -103,6 +115,16 @@ LENGTHS, LENGTH_WEIGHTS = _length_mix(os.environ.get("MCP_LOADTEST_LENGTH_MIX", 
 REPEAT_POOL_SIZE = int(os.environ.get("MCP_LOADTEST_REPEAT_POOL", "50"))
 BATCH_TEXTS = int(os.environ.get("MCP_LOADTEST_BATCH_TEXTS", "8"))
 API_KEY = os.environ.get("MCP_LOADTEST_API_KEY", "")
+SHAPE = os.environ.get("MCP_LOADTEST_SHAPE", "")
+STEPS = [int(users) for users in os.environ.get("MCP_LOADTEST_STEPS", "").split(",") if users.strip()] if SHAPE == "steps" else []
+STEP_S = float(os.environ.get("MCP_LOADTEST_STEP_S", "20"))
+SPAWN_RATE = float(os.environ.get("MCP_LOADTEST_SPAWN_RATE", "0"))
+SLO_P99_MS = float(os.environ.get("MCP_LOADTEST_SLO_P99_MS", "100"))
+MAX_FAILURE_RATIO = _env_float("MCP_LOADTEST_MAX_FAILURE_RATIO", 0.0)
+WARMUP_TIMEOUT_S = float(os.environ.get("MCP_LOADTEST_WARMUP_TIMEOUT_S", "120"))
+PERCENTILES = (0.5, 0.95, 0.99)
+if SHAPE == "steps" and not STEPS:
+    raise ValueError("MCP_LOADTEST_SHAPE=steps needs MCP_LOADTEST_STEPS, e.g. 1,2,4,8")
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json"} | ({"Authorization": f"Bearer {API_KEY}"} if API_KEY else {})
 
 _unique_counter = itertools.count()
@@ -171,6 +193,8 @@ class _ClassifierUser(FastHttpUser):
     n_categories = 0
 
     def on_start(self) -> None:
+        if WARM_UP.failed:  # the run ends at the shape's next tick: send nothing meanwhile
+            raise StopUser()
         with self.client.post(**self.request("list_categories", {}), name=f"{self.style} list_categories", catch_response=True) as response:
             try:
                 self.n_categories = len(tool_payload(self.result(response))["categories"])
@@ -290,23 +314,186 @@ class RestUser(_ClassifierUser):
 
 
 # ---- warm-up: every repeated text once, before the clock starts, so "(repeat)" means a cache hit --------
+class WarmUp:
+    """The warm-up's own budget and outcome: it is not part of any measured step, and a failed one ends the run."""
+
+    def __init__(self) -> None:
+        self.texts = 0  # requests the warm-up needs (every repeated text, with and without probabilities)
+        self.done = 0
+        self.seconds = 0.0
+        self.failed: str | None = None
+        self.finished = False  # Locust fires test_start in its spawning greenlet: the shapes wait for this
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"texts": self.texts, "done": self.done, "seconds": round(self.seconds, 2), "timeout_s": WARMUP_TIMEOUT_S,
+                "failed": self.failed}  # fmt: skip
+
+
+WARM_UP = WarmUp()
+
+
 @events.test_start.add_listener
 def warm_up_repeated_texts(environment: Any, **_: Any) -> None:
-    if HIT_RATIO <= 0 or environment.host is None or type(environment.runner).__name__ == "WorkerRunner":
-        return
-    url = environment.host.rstrip("/") + "/mcp/tools/call"
-    for text in REPEATED:
-        for with_probabilities in (False, True):
-            body = json.dumps({"name": "classify_text", "arguments": {"text": text, "with_probabilities": with_probabilities}})
-            request = urllib.request.Request(url, data=body.encode(), headers=HEADERS, method="POST")
-            try:
-                urllib.request.urlopen(request, timeout=30).read()
-            except OSError:
-                break  # the run itself will show what is wrong
+    try:
+        if HIT_RATIO > 0 and environment.host is not None and type(environment.runner).__name__ != "WorkerRunner":
+            _warm_up(environment.host)
+    finally:
+        WARM_UP.finished = True
+    if environment.shape_class is not None:
+        environment.shape_class.reset_time()  # the measured steps start now (or, after a failed warm-up, never)
+
+
+def _warm_up(host: str) -> None:
+    url = host.rstrip("/") + "/mcp/tools/call"
+    jobs = [(text, with_probabilities) for text in REPEATED for with_probabilities in (False, True)]
+    WARM_UP.texts = len(jobs)
+    print(f"[loadtest] warm-up: {len(jobs)} requests, budget {WARMUP_TIMEOUT_S:g} s (not timed)", flush=True)
+    started = time.monotonic()
+    deadline = started + WARMUP_TIMEOUT_S
+    for text, with_probabilities in jobs:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            WARM_UP.failed = f"the cache warm-up did not finish within {WARMUP_TIMEOUT_S:g} s ({WARM_UP.done} of {len(jobs)} requests done)"
+            break
+        body = json.dumps({"name": "classify_text", "arguments": {"text": text, "with_probabilities": with_probabilities}})
+        request = urllib.request.Request(url, data=body.encode(), headers=HEADERS, method="POST")
+        try:
+            urllib.request.urlopen(request, timeout=remaining).read()
+        except TimeoutError:  # the budget ran out mid-request
+            WARM_UP.failed = f"the cache warm-up did not finish within {WARMUP_TIMEOUT_S:g} s ({WARM_UP.done} of {len(jobs)} requests done)"
+            break
+        except OSError as exc:  # an HTTP error or a refused connection
+            WARM_UP.failed = f"the cache warm-up failed after {WARM_UP.done} of {len(jobs)} requests: {exc}"
+            break
+        WARM_UP.done += 1
+    WARM_UP.seconds = time.monotonic() - started
+    print(f"[loadtest] warm-up: {WARM_UP.failed or f'{WARM_UP.done} requests in {WARM_UP.seconds:.1f} s'}", flush=True)
+
+
+# ---- per-step figures from Locust's own cumulative stats: the difference of two snapshots ------------------
+def request_kind(name: str) -> str:
+    """hit (a repeated, warmed-up text), miss (a unique text), batch or list: what a request costs the server."""
+    if name.endswith("(repeat)"):
+        return "hit"
+    if name.endswith("(unique)"):
+        return "miss"
+    return "batch" if "classify_batch" in name else "list"
+
+
+KINDS = ("hit", "miss", "batch", "list")
+Snapshot = dict[str, tuple[int, int, dict[int, int]]]  # request name -> (requests, failures, response-time histogram)
+
+
+def snapshot(stats: Any) -> Snapshot:
+    return {e.name: (e.num_requests, e.num_failures, dict(e.response_times)) for e in stats.entries.values()}
+
+
+def figures(requests: int, failures: int, histogram: dict[int, int], seconds: float) -> dict[str, Any]:
+    """Counts, rate and percentiles of one step, with Locust's own percentile function over its histogram."""
+    out: dict[str, Any] = {"requests": requests, "failures": failures, "rps": round(requests / seconds, 2) if seconds > 0 else 0.0}
+    for q in PERCENTILES:
+        out[f"p{round(q * 100)}"] = calculate_response_time_percentile(histogram, requests, q) if requests else None
+    return out
+
+
+def step_figures(users: int, before: Snapshot, after: Snapshot, seconds: float) -> dict[str, Any]:
+    counts = {kind: [0, 0] for kind in ("all", *KINDS)}  # requests, failures
+    histograms: dict[str, dict[int, int]] = {kind: {} for kind in counts}
+    for name, (requests, failures, times) in after.items():
+        old_requests, old_failures, old_times = before.get(name, (0, 0, {}))
+        delta = diff_response_time_dicts(times, old_times)
+        for kind in ("all", request_kind(name)):
+            counts[kind][0] += requests - old_requests
+            counts[kind][1] += failures - old_failures
+            for bucket, count in delta.items():
+                histograms[kind][bucket] = histograms[kind].get(bucket, 0) + count
+
+    def of(kind: str) -> dict[str, Any]:
+        return figures(counts[kind][0], counts[kind][1], histograms[kind], seconds)
+
+    step = {"users": users, "seconds": round(seconds, 2), **of("all")}
+    step["kinds"] = {kind: of(kind) for kind in KINDS if counts[kind][0]}
+    step["within_slo"] = within_slo(step)
+    return step
+
+
+def within_slo(step: dict[str, Any]) -> bool:
+    return bool(step["requests"]) and step["p99"] <= SLO_P99_MS and step["failures"] <= MAX_FAILURE_RATIO * step["requests"]
+
+
+class StepRecorder:
+    """Marks the start of each step and, at its end, keeps what Locust counted in between."""
+
+    def __init__(self) -> None:
+        self.steps: list[dict[str, Any]] = []
+        self._open: tuple[int, int, float, Snapshot] | None = None  # (index, users, start, snapshot)
+
+    def restart(self, stats: Any) -> None:
+        self.steps, self._open = [], None
+        if STEPS and not WARM_UP.failed:
+            self._open = (0, STEPS[0], time.monotonic(), snapshot(stats))
+
+    @property
+    def index(self) -> int | None:
+        return None if self._open is None else self._open[0]
+
+    def begin(self, index: int, stats: Any) -> None:
+        self._open = (index, STEPS[index], time.monotonic(), snapshot(stats))
+
+    def end(self, stats: Any, *, complete: bool = True) -> None:
+        if self._open is None:
+            return
+        index, users, started, before = self._open
+        self._open = None
+        step = step_figures(users, before, snapshot(stats), time.monotonic() - started) | {"complete": complete}
+        self.steps.append(step)
+        p = {q: "—" if step[q] is None else step[q] for q in ("p50", "p95", "p99")}
+        print(
+            f"[loadtest] step {index + 1}/{len(STEPS)} users {users} | {step['seconds']:.0f} s | {step['requests']} requests "
+            f"{step['failures']} failed | {step['rps']:.1f} req/s | p50 {p['p50']} p95 {p['p95']} p99 {p['p99']} ms "
+            f"| {'within' if step['within_slo'] else 'over'} the p99 SLO of {SLO_P99_MS:g} ms",
+            flush=True,
+        )
+
+
+RECORDER = StepRecorder()
+
+
+def knee(steps: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The step with the highest throughput whose p99 (and failures) stay within the SLO: the capacity."""
+    inside = [s for s in steps if s["within_slo"] and s["complete"]]
+    return max(inside, key=lambda s: s["rps"]) if inside else None
+
+
+if SHAPE == "steps":
+
+    class CapacitySteps(LoadTestShape):
+        """Each user count of MCP_LOADTEST_STEPS held for MCP_LOADTEST_STEP_S seconds, measured on its own."""
+
+        def reset_time(self) -> None:
+            super().reset_time()
+            if self.runner is not None:
+                RECORDER.restart(self.runner.stats)
+
+        def tick(self) -> tuple[int, float] | None:
+            assert self.runner is not None
+            if WARM_UP.failed:
+                return None
+            if not WARM_UP.finished:  # the same tick as the first: Locust starts nothing new meanwhile
+                return STEPS[0], SPAWN_RATE or float(STEPS[0])
+            index = int(self.get_run_time() // STEP_S)
+            if index != RECORDER.index:
+                RECORDER.end(self.runner.stats)
+                if index < len(STEPS):
+                    RECORDER.begin(index, self.runner.stats)
+            if index >= len(STEPS):
+                return None
+            users = STEPS[index]
+            return users, SPAWN_RATE or float(users)
 
 
 # ---- optional stages: ramp, plateau, spike, plateau -----------------------------------------------------
-if os.environ.get("MCP_LOADTEST_SHAPE") == "stages":
+if SHAPE == "stages":
 
     class RampPlateauSpike(LoadTestShape):
         """A quarter ramping to the plateau, a plateau, a spike to twice the users, back to the plateau."""
@@ -315,6 +502,10 @@ if os.environ.get("MCP_LOADTEST_SHAPE") == "stages":
         duration_s = float(os.environ.get("MCP_LOADTEST_DURATION_S", "60"))
 
         def tick(self) -> tuple[int, float] | None:
+            if WARM_UP.failed:
+                return None
+            if not WARM_UP.finished:
+                return 1, float(self.users)  # the ramp's first tick
             t = self.get_run_time()
             if t >= self.duration_s:
                 return None
@@ -329,16 +520,37 @@ if os.environ.get("MCP_LOADTEST_SHAPE") == "stages":
 # ---- Locust's own final figures, for the runner's report (written where the stats live: never on a worker) --
 @events.test_stop.add_listener
 def write_summary(environment: Any, **_: Any) -> None:
+    if type(environment.runner).__name__ == "WorkerRunner":
+        return
+    RECORDER.end(environment.stats, complete=False)  # a step cut short (--run-time, Ctrl-C): kept, marked
+    best = knee(RECORDER.steps)
+    if STEPS:
+        print(f"[loadtest] capacity: {describe_knee(best)}", flush=True)
     path = os.environ.get("MCP_LOADTEST_SUMMARY_FILE")
-    if not path or type(environment.runner).__name__ == "WorkerRunner":
+    if not path:
         return
 
-    def figures(entry: Any) -> dict[str, Any]:
+    def final(entry: Any) -> dict[str, Any]:
         out = entry.to_dict()
-        out.update({f"p{round(q * 100)}": entry.get_response_time_percentile(q) for q in (0.5, 0.95, 0.99)})
+        out.update({f"p{round(q * 100)}": entry.get_response_time_percentile(q) for q in PERCENTILES})
         return out
 
     stats = environment.stats
-    summary = {"entries": [figures(e) for e in stats.entries.values()], "total": figures(stats.total)}
+    summary = {
+        "entries": [final(e) for e in stats.entries.values()],
+        "total": final(stats.total),
+        "steps": RECORDER.steps,
+        "knee": best,
+        "warm_up": WARM_UP.as_dict(),
+        "slo_p99_ms": SLO_P99_MS,
+        "max_failure_ratio": MAX_FAILURE_RATIO,
+    }
     with open(path, "w", encoding="utf-8") as file:
         json.dump(summary, file, indent=2)
+
+
+def describe_knee(best: dict[str, Any] | None) -> str:
+    if best is None:
+        return f"no step kept p99 within {SLO_P99_MS:g} ms without failures"
+    kinds = ", ".join(f"{k} {v['rps']:.1f} req/s p99 {v['p99']} ms" for k, v in best["kinds"].items() if k in ("hit", "miss"))
+    return f"{best['rps']:.1f} req/s at {best['users']} users, p99 {best['p99']} ms <= {SLO_P99_MS:g} ms ({kinds})"

@@ -1,21 +1,20 @@
-"""report.md and PNG plots from Locust's own output files; nothing here recomputes a figure.
+"""report.md from Locust's own output files; nothing here recomputes a figure.
 
-Counts (requests, failures) come from Locust's JSON (`stats.json`, exact at the end of the run);
-latency percentiles, averages and req/s from Locust's own summary of the same final stats
-(`summary.json`, written by the locustfile from `environment.stats`); time series from Locust's
-history CSV. Locust's own HTML report sits beside them.
+Per-step figures, the knee and the warm-up come from `summary.json`, written by the locustfile from
+Locust's own stats; whole-run counts from Locust's JSON (`stats.json`). The report also records every
+setting of the run, the target's /health and the versions, so that a figure can be traced to what made it.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-LATENCY_PLOT = "latency_throughput.png"
-HIT_MISS_PLOT = "hit_vs_miss.png"
+from .plots import write_plots
+from .target import versions
 
 
 @dataclass(frozen=True)
@@ -24,6 +23,7 @@ class RunResult:
     host: str
     out: Path
     locust_exit_code: int
+    health: dict[str, Any] = field(default_factory=dict)
 
     def stats(self) -> list[dict[str, Any]]:
         """Locust's JSON: one entry per request name (Locust writes no aggregate row there)."""
@@ -31,7 +31,7 @@ class RunResult:
 
     def summary(self) -> dict[str, Any]:
         path = self.out / "summary.json"
-        return json.loads(path.read_text()) if path.exists() else {"entries": [], "total": {}}
+        return json.loads(path.read_text()) if path.exists() else {"entries": [], "total": {}, "steps": []}
 
     def history(self) -> list[dict[str, str]]:
         path = self.out / "locust_stats_history.csv"
@@ -46,6 +46,7 @@ def _ms(value: Any) -> str:
 
 
 def run_table(run: RunResult) -> list[str]:
+    """Whole run by request name, from Locust's final stats (every step together)."""
     figures = {(e["method"], e["name"]): e for e in run.summary()["entries"]}
     lines = [
         "| request | requests | failures | req/s | p50 ms | p95 ms | p99 ms | avg ms | max ms |",
@@ -76,17 +77,104 @@ def totals(run: RunResult) -> tuple[int, int]:
     return sum(e["num_requests"] for e in stats), sum(e["num_failures"] for e in stats)
 
 
-def write_report(runs: list[RunResult], out: Path) -> Path:
+def _kind(step: dict[str, Any], kind: str, figure: str) -> str:
+    value = step.get("kinds", {}).get(kind, {}).get(figure)
+    if value is None:
+        return "—"
+    return f"{value:.1f}" if figure == "rps" else f"{value:.0f}"
+
+
+def headline(run: RunResult) -> str:
+    """One sentence a planner reads first: the highest throughput whose p99 stays within the SLO."""
+    summary = run.summary()
+    slo = summary.get("slo_p99_ms")
+    best = summary.get("knee")
+    steps = summary.get("steps") or []
+    if not steps:
+        return f"**{run.label}**: no per-step figures (the stages shape measures the run as a whole; see the table below)."
+    if best is None:
+        lowest = steps[0]
+        return (
+            f"**{run.label}**: no step kept p99 within {slo:g} ms without failures "
+            f"(the first step, users {lowest['users']}: p99 {_ms(lowest['p99'])} ms, {lowest['failures']} failed)."
+        )
+    hit, miss = best["kinds"].get("hit"), best["kinds"].get("miss")
+    parts = [f"cache hits {hit['rps']:.1f} req/s, p99 {_ms(hit['p99'])} ms" if hit else "no cache hits"]
+    parts.append(f"misses {miss['rps']:.1f} req/s, p99 {_ms(miss['p99'])} ms" if miss else "no misses")
+    peak = max(steps, key=lambda s: s["rps"])
+    beyond = (
+        ""
+        if peak is best
+        else f" Throughput peaked at {peak['rps']:.1f} req/s ({peak['users']} users, p99 {_ms(peak['p99'])} ms), over the SLO."
+    )
+    return (
+        f"**{run.label}: {best['rps']:.1f} req/s at {best['users']} users within p99 ≤ {slo:g} ms** "
+        f"(p99 {_ms(best['p99'])} ms; {'; '.join(parts)}).{beyond}"
+    )
+
+
+def step_table(run: RunResult) -> list[str]:
+    lines = [
+        "| users | s | requests | failed | req/s | p50 ms | p95 ms | p99 ms | hit req/s | hit p99 | miss req/s | miss p99 "
+        "| batch p99 | list p99 | within SLO |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for s in run.summary().get("steps") or []:
+        within = "yes" if s["within_slo"] else "no"
+        lines.append(
+            f"| {s['users']} | {s['seconds']:.0f} | {s['requests']} | {s['failures']} | {s['rps']:.1f} | {_ms(s['p50'])} "
+            f"| {_ms(s['p95'])} | {_ms(s['p99'])} | {_kind(s, 'hit', 'rps')} | {_kind(s, 'hit', 'p99')} "
+            f"| {_kind(s, 'miss', 'rps')} | {_kind(s, 'miss', 'p99')} | {_kind(s, 'batch', 'p99')} | {_kind(s, 'list', 'p99')} "
+            f"| {within if s.get('complete', True) else within + ' (cut short)'} |"
+        )
+    return lines
+
+
+def warm_up_line(run: RunResult) -> str:
+    warm_up = run.summary().get("warm_up") or {}
+    if not warm_up.get("texts"):
+        return "No warm-up (hit ratio 0)."
+    if warm_up.get("failed"):
+        return f"Warm-up failed: {warm_up['failed']}."
+    return f"Warm-up: {warm_up['done']} requests in {warm_up['seconds']:.1f} s (budget {warm_up['timeout_s']:g} s), before the first step, not measured."
+
+
+HEALTH_KEYS = ("status", "model", "device", "dtype", "pooling", "scoring", "backend", "replicas", "batch", "cache", "redis")
+
+
+def health_lines(run: RunResult) -> list[str]:
+    """The fields a capacity figure depends on, then the whole /health answer."""
+    health = run.health
+    lines = [f"### {run.label} `/health`", ""]
+    shown = {key: health[key] for key in health if key in HEALTH_KEYS or any(word in key for word in ("batch", "cache", "replica"))}
+    if "error" in health:
+        shown["error"] = health["error"]
+    lines += ["| field | value |", "|---|---|", *[f"| {k} | `{json.dumps(v)[:300]}` |" for k, v in shown.items()], ""]
+    lines += ["<details><summary>full /health</summary>", "", "```json", json.dumps(health, indent=2), "```", "", "</details>", ""]
+    return lines
+
+
+def write_report(runs: list[RunResult], settings: dict[str, Any], problems: list[str], out: Path) -> Path:
     lines = ["# Load test", ""]
+    if problems:
+        lines += ["**Result: FAILED**", "", *[f"- {p}" for p in problems], ""]
+    else:
+        lines += [f"**Result: passed**: requests were measured, failures within --max-failure-ratio {settings['max_failure_ratio']:g}.", ""]
+    lines += ["## Capacity", "", *[f"- {headline(run)}" for run in runs], ""]
     for run in runs:
         requests, failures = totals(run)
         lines += [
             f"## {run.label}",
             "",
-            f"Target `{run.host}`: **{requests} requests, {failures} failed** "
-            f"(Locust exit code {run.locust_exit_code}). Locust's files in `{run.out}`: `stats.json` (its JSON: the counts "
-            "here), `locust_stats.csv`, `locust_stats_history.csv`, `report.html`; `summary.json` holds its final "
-            "percentiles and rates.",
+            f"Target `{run.host}`. {warm_up_line(run)}",
+            "",
+            "Each step holds its user count for a fixed time and is measured on its own (Locust's cumulative stats at "
+            "the step's start and end; percentiles by Locust's own function over the difference).",
+            "",
+            *step_table(run),
+            "",
+            f"Whole run by request name (Locust's final stats, every step together): **{requests} requests, {failures} failed** "
+            f"(Locust exit code {run.locust_exit_code}). Locust's files in `{run.out}`.",
             "",
             *run_table(run),
             "",
@@ -94,81 +182,11 @@ def write_report(runs: list[RunResult], out: Path) -> Path:
     plots = write_plots(runs, out)
     if plots:
         lines += ["## Plots", "", *[f"![{p.stem}]({p.name})" for p in plots], ""]
-    if len(runs) > 1:
-        lines += [
-            "## Side by side",
-            "",
-            "| target | requests | failures | req/s | p50 ms | p95 ms | p99 ms |",
-            "|---|---:|---:|---:|---:|---:|---:|",
-        ]
-        for run in runs:
-            requests, failures = totals(run)
-            t = run.summary()["total"]
-            lines.append(
-                f"| {run.label} | {requests} | {failures} | {float(t.get('total_rps', 0)):.1f} | {_ms(t.get('p50'))} "
-                f"| {_ms(t.get('p95'))} | {_ms(t.get('p99'))} |"
-            )
-        lines.append("")
+    lines += ["## Settings", "", "| setting | value |", "|---|---|", *[f"| {k} | `{v}` |" for k, v in settings.items()], ""]
+    lines += ["## Target", ""]
+    for run in runs:
+        lines += health_lines(run)
+    lines += ["## Versions", "", "| package | version |", "|---|---|", *[f"| {k} | {v} |" for k, v in versions().items()], ""]
     path = out / "report.md"
     path.write_text("\n".join(lines), encoding="utf-8")
     return path
-
-
-def write_plots(runs: list[RunResult], out: Path) -> list[Path]:
-    """Latency percentiles and throughput over time; cache-hit against miss latency. Needs matplotlib."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return []
-    written = []
-    fig, (latency_ax, rps_ax) = plt.subplots(2, 1, figsize=(9, 7), sharex=True)
-    for run in runs:
-        history = [row for row in run.history() if row["50%"] not in ("", "N/A") and row["User Count"] != "0"]
-        if not history:
-            continue
-        t0 = int(history[0]["Timestamp"])
-        seconds = [int(row["Timestamp"]) - t0 for row in history]
-        for column, style in (("50%", "-"), ("95%", "--"), ("99%", ":")):
-            latency_ax.plot(seconds, [float(row[column]) for row in history], style, label=f"{run.label} p{column[:-1]}")
-        rps_ax.plot(seconds, [float(row["Requests/s"]) for row in history], label=f"{run.label} req/s")
-        users_ax = rps_ax.twinx()
-        users = [int(row["User Count"]) for row in history]
-        users_ax.plot(seconds, users, color="grey", alpha=0.4, label="users")
-        users_ax.set_ylim(0, max(users) * 1.25)
-        users_ax.set_ylabel("users (grey)")
-    latency_ax.set_ylabel("latency (ms)")
-    latency_ax.set_title("Latency percentiles and throughput over time (Locust's history: 10 s moving windows)")
-    latency_ax.legend(fontsize=8)
-    rps_ax.set_ylabel("requests/s")
-    rps_ax.set_xlabel("seconds since start")
-    rps_ax.legend(fontsize=8, loc="upper left")
-    fig.tight_layout()
-    written.append(out / LATENCY_PLOT)
-    fig.savefig(written[-1], dpi=110)
-    plt.close(fig)
-
-    groups: dict[str, dict[str, Any]] = {}
-    for run in runs:
-        for entry in run.summary()["entries"]:
-            for kind in ("repeat", "unique"):
-                if f"({kind})" in entry["name"] and entry["num_requests"]:
-                    groups[f"{run.label}\n{entry['name']}"] = entry
-    groups = dict(sorted(groups.items(), key=lambda item: ("(unique)" in item[0], item[0])))
-    if groups:
-        fig, ax = plt.subplots(figsize=(9, 4.5))
-        names = list(groups)
-        width = 0.25
-        for i, q in enumerate(("p50", "p95", "p99")):
-            ax.bar([x + i * width for x in range(len(names))], [float(groups[n][q] or 0) for n in names], width, label=q)
-        ax.set_xticks([x + width for x in range(len(names))], names, fontsize=7)
-        ax.set_ylabel("latency (ms)")
-        ax.set_title("Cache hits (repeated texts) against misses (unique texts)")
-        ax.legend()
-        fig.tight_layout()
-        written.append(out / HIT_MISS_PLOT)
-        fig.savefig(written[-1], dpi=110)
-        plt.close(fig)
-    return written
