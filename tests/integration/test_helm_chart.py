@@ -519,7 +519,9 @@ def test_loadtest_renders_a_locusttest_for_the_operator_aimed_at_the_gateway_ser
     service = one(docs, "Service", "-gateway")
     port = service["spec"]["ports"][0]["port"]
     assert f"--host http://{service['metadata']['name']}:{port}" in spec["args"]
-    assert "--run-time 300s" in spec["args"] and f"--expect-workers {wanted['workers']}" in spec["args"]
+    assert f"--expect-workers {wanted['workers']}" in spec["args"]
+    # the step shape holds its own users and length from the end of the warm-up: no --users/--run-time to cut it short
+    assert "--run-time" not in spec["args"] and "--users" not in spec["args"]
     # --autostart keeps the master's web UI, which the operator polls for the status columns; --headless would not
     assert "--autostart --autoquit 60 " in spec["args"] and "--headless" not in spec["args"]
     # the locustfile is the project's own, from a ConfigMap
@@ -527,7 +529,9 @@ def test_loadtest_renders_a_locusttest_for_the_operator_aimed_at_the_gateway_ser
     assert spec["locustfile"] == {"configMap": {"name": configmap["metadata"]["name"]}}
     assert configmap["data"]["locustfile.py"] == LOCUSTFILE.read_text().rstrip("\n")
     env = {e["name"]: e["value"] for e in spec["env"]}
-    assert env["MCP_LOADTEST_SHAPE"] == "stages" and env["MCP_LOADTEST_HIT_RATIO"] == "0.5"
+    assert env["MCP_LOADTEST_SHAPE"] == "steps" and env["MCP_LOADTEST_HIT_RATIO"] == "0.5"
+    assert (env["MCP_LOADTEST_STEPS"], env["MCP_LOADTEST_STEP_S"]) == (wanted["steps"], str(wanted["stepSeconds"]))
+    assert {"MCP_LOADTEST_SLO_P99_MS", "MCP_LOADTEST_MAX_FAILURE_RATIO", "MCP_LOADTEST_WARMUP_TIMEOUT_S"} <= set(env)
     chart_defaults = yaml.safe_load((CHART / "values.yaml").read_text())["loadtest"]
     assert spec["master"]["resources"] == chart_defaults["master"]["resources"]
     assert spec["worker"]["resources"] == chart_defaults["worker"]["resources"]
