@@ -19,6 +19,7 @@ OVER_TIME_PLOT = "over_time.png"
 DPI = 110
 PERCENTILE_STYLES = (("p50", "o", ":"), ("p95", "s", "--"), ("p99", "^", "-"))
 KIND_TITLES = {"hit": "cache hits (repeated texts)", "miss": "misses (unique texts)", "batch": "classify_batch", "list": "list_categories"}
+LOG_TICKS = (1.0, 2.0, 5.0)
 MARGIN = 0.08  # share of the data range left around the points, so none sits on the frame
 
 
@@ -50,11 +51,12 @@ def _save(fig: Any, path: Path) -> Path:
 
 def _log_limits(ax: Any, values: list[float]) -> None:
     """Log-axis limits with a margin around the data: every point stays inside the frame."""
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     positive = [v for v in values if v and v > 0]
     if positive:
         ax.set_ylim(min(positive) / 1.5, max(positive) * 1.5)
+    ax.yaxis.set_major_locator(LogLocator(subs=LOG_TICKS))  # labels inside a decade too, not one lone "1000"
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))  # 100, not 10^2
     ax.yaxis.set_minor_formatter(NullFormatter())
 

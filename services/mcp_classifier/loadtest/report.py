@@ -92,16 +92,17 @@ def headline(run: RunResult) -> str:
     steps = summary.get("steps") or []
     if not steps:
         return f"**{run.label}**: no per-step figures (the stages shape measures the run as a whole; see the table below)."
+    peak = max(steps, key=lambda s: s["rps"])
     if best is None:
         lowest = steps[0]
         return (
             f"**{run.label}**: no step kept p99 within {slo:g} ms without failures "
-            f"(the first step, users {lowest['users']}: p99 {_ms(lowest['p99'])} ms, {lowest['failures']} failed)."
+            f"(the first step, users {lowest['users']}: p99 {_ms(lowest['p99'])} ms, {lowest['failures']} failed). "
+            f"Throughput peaked at {peak['rps']:.1f} req/s ({peak['users']} users, p99 {_ms(peak['p99'])} ms)."
         )
     hit, miss = best["kinds"].get("hit"), best["kinds"].get("miss")
     parts = [f"cache hits {hit['rps']:.1f} req/s, p99 {_ms(hit['p99'])} ms" if hit else "no cache hits"]
     parts.append(f"misses {miss['rps']:.1f} req/s, p99 {_ms(miss['p99'])} ms" if miss else "no misses")
-    peak = max(steps, key=lambda s: s["rps"])
     beyond = (
         ""
         if peak is best
