@@ -119,6 +119,7 @@ def build_tool_filter(settings: Settings, backend: ClassificationBackend, link: 
         query_batch_window_ms=settings.batch_window_ms,
         max_queued_queries=settings.max_queue,
         query_timeout_s=settings.request_timeout_s,
+        document_chunk=settings.batch_size,
     )
     return ToolFilter(
         embeddings,
