@@ -103,7 +103,10 @@ async def _scenario(redis: RedisServer) -> None:
                 fp16_weights_max_tokens=settings.fp16_weights_max_tokens,
             ),
         )
-        documents = encoder.encode_documents([tool_summary(t, settings.max_text_length) for t in tools])
+        # In the service's own chunks: a chunk's sub-batches (and which of them take fp16 weights) follow its size.
+        summaries = [tool_summary(t, settings.max_text_length) for t in tools]
+        chunk = settings.batch_size
+        documents = np.vstack([encoder.encode_documents(summaries[i : i + chunk]) for i in range(0, len(summaries), chunk)])
         scores = documents @ encoder.encode_queries([query])[0]
         expected = sorted(range(200), key=lambda i: (-scores[i], i))[:10]
         # Same order, same scores. Two encoder instances may plan their sub-batches differently, which moves
@@ -147,7 +150,8 @@ async def _warms_up() -> None:
     backend = CountingEmbeds(build_local_backend(settings))
     await backend.start()
     tools = tool_list(300)
-    embeddings = ToolEmbeddings(backend, None, capacity=1000, ttl_s=60, query_timeout_s=0.05, document_chunk=settings.batch_size)
+    embeddings = ToolEmbeddings(backend, None, capacity=1000, ttl_s=60, query_timeout_s=30.0, document_chunk=settings.batch_size)
+    embeddings.deadline_s = 0.05  # for the tools' vectors only: the first call cannot have them in time
     tool_filter = ToolFilter(embeddings, max_text_length=settings.max_text_length, max_tools=settings.max_tools)
     query = "open a new bug report in jira about the login page"
     try:
@@ -158,7 +162,6 @@ async def _warms_up() -> None:
             await asyncio.sleep(0.1)
         assert embeddings.health()["tool_embeddings_cached"] == 300
         backend.embeds.clear()
-        embeddings.deadline_s = 30.0  # only the query is left to embed
         warm = await tool_filter.select(query, tools, top_k=5, threshold=0.0)
         assert warm.filtered and len(warm.indices) == 5
         assert backend.embeds and all(kind == "query" for kind, _ in backend.embeds)  # no tool embedded again
