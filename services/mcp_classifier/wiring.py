@@ -229,6 +229,7 @@ def build_http_app(
                 port=settings.grpc_port,
                 reflection=settings.grpc_reflection,
                 tracing=tracing,
+                metrics=metrics,
             )
         )
     app = create_app(
