@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from typing import Protocol
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -12,6 +18,47 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 DOORS = frozenset({"http", "rest", "sse", "ws", "grpc", "stdio", "tool_filter"})
 OTHER_DOOR = "other"  # any other path (a 404): the label stays bounded whatever a caller sends
 OK = "ok"  # a request's outcome when it did not fail
+
+
+class BatchingSource(Protocol):
+    """What a batcher shows the scraper: read at scrape time, so the batcher itself needs no metrics library."""
+
+    @property
+    def queue_depth(self) -> int: ...
+
+    @property
+    def batch_sizes(self) -> BatchSizesReading: ...
+
+
+class BatchSizesReading(Protocol):
+    total_texts: int
+
+    def cumulative(self) -> list[tuple[float, int]]: ...
+
+
+class BatchingCollector(Collector):
+    """Queue depth and batch sizes of the backends' batchers, read when /metrics is scraped."""
+
+    def __init__(self) -> None:
+        self._sources: dict[str, Callable[[], BatchingSource | None]] = {}
+
+    def watch(self, backend: str, source: Callable[[], BatchingSource | None]) -> None:
+        """``source`` answers the batcher now, or None while there is none (an embedded Ray still starting)."""
+        self._sources[backend] = source
+
+    def collect(self) -> Iterator[Metric]:
+        depth = GaugeMetricFamily("mcp_classifier_backend_queue_depth", "Requests waiting for a batch, by backend", labels=["backend"])
+        sizes = HistogramMetricFamily("mcp_classifier_backend_batch_size", "Texts per batch sent, by backend", labels=["backend"])
+        for backend, source in self._sources.items():
+            batcher = source()
+            if batcher is None:
+                continue
+            depth.add_metric([backend], batcher.queue_depth)
+            reading = batcher.batch_sizes
+            buckets = [(floatToGoString(bound), count) for bound, count in reading.cumulative()]
+            sizes.add_metric([backend], buckets, reading.total_texts)
+        yield depth
+        yield sizes
 
 
 class GatewayMetrics:
@@ -75,6 +122,8 @@ class GatewayMetrics:
         self.door_latency = Histogram(
             "mcp_classifier_door_request_seconds", "Request latency by door", ["door"], buckets=LATENCY_BUCKETS, registry=self.registry
         )
+        self.batching = BatchingCollector()
+        self.registry.register(self.batching)
 
     def observe_door(self, door: str, outcome: str, seconds: float) -> None:
         """One request through a door: counted, timed, and counted again under its kind when it failed."""
