@@ -2,10 +2,63 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from collections.abc import Callable, Iterator
+from typing import Protocol
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+# The doors, as the access log names them: http (JSON-RPC on POST /mcp), rest (POST /mcp/<method>), sse (legacy
+# POST /messages), ws (WebSocket /ws), grpc (the public gRPC API), stdio, tool_filter (POST /v1/tools/filter).
+DOORS = frozenset({"http", "rest", "sse", "ws", "grpc", "stdio", "tool_filter"})
+OTHER_DOOR = "other"  # any other path (a 404): the label stays bounded whatever a caller sends
+OK = "ok"  # a request's outcome when it did not fail
+
+
+class BatchingSource(Protocol):
+    """What a batcher shows the scraper: read at scrape time, so the batcher itself needs no metrics library."""
+
+    @property
+    def queue_depth(self) -> int: ...
+
+    @property
+    def batch_sizes(self) -> BatchSizesReading: ...
+
+
+class BatchSizesReading(Protocol):
+    total_texts: int
+
+    def cumulative(self) -> list[tuple[float, int]]: ...
+
+
+class BatchingCollector(Collector):
+    """Queue depth and batch sizes of the backends' batchers, read when /metrics is scraped."""
+
+    def __init__(self) -> None:
+        self._sources: dict[str, Callable[[], BatchingSource | None]] = {}
+
+    def watch(self, backend: str, source: Callable[[], BatchingSource | None]) -> None:
+        """``source`` answers the batcher now, or None while there is none (an embedded Ray still starting)."""
+        self._sources[backend] = source
+
+    def collect(self) -> Iterator[Metric]:
+        depth = GaugeMetricFamily("mcp_classifier_backend_queue_depth", "Requests waiting for a batch, by backend", labels=["backend"])
+        sizes = HistogramMetricFamily("mcp_classifier_backend_batch_size", "Texts per batch sent, by backend", labels=["backend"])
+        for backend, source in self._sources.items():
+            batcher = source()
+            if batcher is None:
+                continue
+            depth.add_metric([backend], batcher.queue_depth)
+            reading = batcher.batch_sizes
+            buckets = [(floatToGoString(bound), count) for bound, count in reading.cumulative()]
+            sizes.add_metric([backend], buckets, reading.total_texts)
+        yield depth
+        yield sizes
 
 
 class GatewayMetrics:
@@ -14,6 +67,9 @@ class GatewayMetrics:
     content_type = CONTENT_TYPE_LATEST
 
     def __init__(self) -> None:
+        # Counters and histograms would each add a *_created series: not needed by Prometheus, and a second series
+        # per counter. The switch is process-wide in prometheus_client; every registry here wants it off.
+        disable_created_metrics()
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "mcp_classifier_requests", "HTTP requests by route and status code", ["route", "status"], registry=self.registry
@@ -46,6 +102,36 @@ class GatewayMetrics:
         )
 
         self.sse_streams = Gauge("mcp_classifier_sse_streams", "Legacy HTTP+SSE streams open on this replica", registry=self.registry)
+        self.websocket_connections = Gauge(
+            "mcp_classifier_websocket_connections", "WebSocket connections open on this replica", registry=self.registry
+        )
+        self.grpc_in_flight = Gauge("mcp_classifier_grpc_calls_in_flight", "Public gRPC API calls being answered", registry=self.registry)
+
+        self.door_requests = Counter(
+            "mcp_classifier_door_requests",
+            "Requests by door (http, rest, sse, ws, grpc, stdio, tool_filter)",
+            ["door"],
+            registry=self.registry,
+        )
+        self.door_errors = Counter(
+            "mcp_classifier_door_errors",
+            "Requests that failed, by door and kind (the access log's outcome)",
+            ["door", "kind"],
+            registry=self.registry,
+        )
+        self.door_latency = Histogram(
+            "mcp_classifier_door_request_seconds", "Request latency by door", ["door"], buckets=LATENCY_BUCKETS, registry=self.registry
+        )
+        self.batching = BatchingCollector()
+        self.registry.register(self.batching)
+
+    def observe_door(self, door: str, outcome: str, seconds: float) -> None:
+        """One request through a door: counted, timed, and counted again under its kind when it failed."""
+        label = door if door in DOORS else OTHER_DOOR
+        self.door_requests.labels(label).inc()
+        self.door_latency.labels(label).observe(seconds)
+        if outcome != OK:
+            self.door_errors.labels(label, outcome).inc()
 
     def observe_answer(self, in_scope: bool, language_served: bool, language: str) -> None:
         if not language_served:

@@ -18,7 +18,7 @@ from .protocol.classify_tools import register_classification_tools
 from .protocol.dispatcher import McpDispatcher
 from .protocol.tools import ToolRegistry
 from .settings import Settings
-from .telemetry import GatewayMetrics
+from .telemetry import BatchingSource, GatewayMetrics
 from .toolfilter.tool_filter import ToolFilter, default_threshold_for, register_tool_filter
 
 if TYPE_CHECKING:  # torch, Ray, FastAPI and Redis are imported only by the paths that use them
@@ -119,6 +119,7 @@ def build_tool_filter(settings: Settings, backend: ClassificationBackend, link: 
         query_batch_window_ms=settings.batch_window_ms,
         max_queued_queries=settings.max_queue,
         query_timeout_s=settings.request_timeout_s,
+        document_chunk=settings.batch_size,
     )
     return ToolFilter(
         embeddings,
@@ -195,6 +196,23 @@ class EmbedderRoute:
         }
 
 
+def backend_kind(settings: Settings) -> str:
+    """The ``backend`` label of the batching metrics: local, grpc (an embedder address) or ray (embedded)."""
+    if settings.backend == "local":
+        return "local"
+    return "grpc" if settings.backend.startswith("grpc://") else "ray"
+
+
+def watch_batching(metrics: GatewayMetrics, embedder: ClassificationBackend, kind: str) -> None:
+    """Queue depth and batch sizes of the batcher in front of the model (local) or of the calls to the replicas."""
+
+    def batcher() -> BatchingSource | None:
+        client = getattr(embedder, "client_if_started", embedder)  # the embedded Ray's client exists once Ray is up
+        return getattr(client, "batching", None)
+
+    metrics.batching.watch(kind, batcher)
+
+
 def build_http_app(
     settings: Settings,
     redis: RedisRuntime,
@@ -213,6 +231,7 @@ def build_http_app(
 
     gateway = build_gateway(settings, wrap=lambda backend: AnswerCounts(redis.wrap_backend(backend), metrics), link=redis.link)
     services: list[object] = [redis, edge.keys, gateway.tool_filter.embeddings, EmbedderRoute(gateway.embedder)]
+    watch_batching(metrics, gateway.embedder, backend_kind(settings))
     if settings.categories_file is not None:
         from .hot_reload import HotReload
 
@@ -229,6 +248,7 @@ def build_http_app(
                 port=settings.grpc_port,
                 reflection=settings.grpc_reflection,
                 tracing=tracing,
+                metrics=metrics,
             )
         )
     app = create_app(

@@ -20,6 +20,7 @@ from mcp_classifier.classify.results import ClassificationResult, ClassifierInfo
 from mcp_classifier.settings import Settings
 from mcp_classifier.wiring import build_local_backend
 from tests.support import async_wait_for
+from tests.support.fake_backend import FakeBackend
 from tests.support.redis_server import RedisServer, make_tls_files
 
 pytestmark = pytest.mark.slow
@@ -203,6 +204,45 @@ async def _classify_batch_behind_the_cache(redis_server: RedisServer) -> None:
             singles[text] = result["structuredContent"]
         assert counting.calls == calls_before + 1  # those singles were hits: the batch had cached them
         assert results == [singles[t] for t in texts]
+    finally:
+        await cache.close()
+        await link.close()
+
+
+# ---- answers a caller gave up on (a fake slow backend: the rule is the cache's, not the model's) ----------
+class SlowFakeBackend(FakeBackend):
+    """Classifies after a pause, as a busy model does."""
+
+    async def classify(self, texts: Sequence[str]) -> list[ClassificationResult]:
+        await asyncio.sleep(0.3)
+        return await super().classify(texts)
+
+
+def test_answers_a_caller_gave_up_on_still_reach_the_cache_and_whoever_joined_them(redis_server: RedisServer) -> None:
+    asyncio.run(_abandoned_call(redis_server))
+
+
+async def _abandoned_call(redis_server: RedisServer) -> None:
+    slow = SlowFakeBackend()
+    metrics = RedisMetrics(CollectorRegistry())
+    link = make_link(redis_server.url, metrics)
+    cache = CachingBackend(slow, link, metrics=metrics, ttl_s=60, max_text_chars=2048, max_value_bytes=16384)
+    await link.start()
+    await cache.start()
+    texts = ["refund my last order", "my parcel never arrived", "change my delivery address"]
+    try:
+        leader = asyncio.ensure_future(cache.classify(texts))
+        await asyncio.sleep(0.05)
+        follower = asyncio.ensure_future(cache.classify(texts[:1]))  # joins the leader's call
+        await asyncio.sleep(0.05)
+        leader.cancel()  # the caller hung up, or its deadline passed
+        with pytest.raises(asyncio.CancelledError):
+            await leader
+        (joined,) = await follower
+        assert joined == slow.answer(texts[0]) and len(slow.calls) == 1  # the follower got the abandoned call's answer
+        assert await async_wait_for(lambda: len(redis_server.keys()) == len(texts) and not cache._inflight)
+        assert await cache.classify(texts) == [slow.answer(t) for t in texts]
+        assert len(slow.calls) == 1  # all three from the cache
     finally:
         await cache.close()
         await link.close()

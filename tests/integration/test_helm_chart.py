@@ -23,9 +23,11 @@ import jsonschema
 import pytest
 import yaml
 
+from mcp_classifier.cache.metrics import RedisMetrics
 from mcp_classifier.classify.categories import load_categories
 from mcp_classifier.embedder.serve_config import REPLICA_SETTINGS
 from mcp_classifier.settings import ENV_PREFIX, Settings
+from mcp_classifier.telemetry import GatewayMetrics
 from tests.support import REPO_ROOT
 
 CHART = REPO_ROOT / "helm" / "mcp-classifier"
@@ -631,6 +633,55 @@ def test_the_public_grpc_api_opens_on_the_pod_the_service_and_the_env_only_when_
     assert (env["MCP_CLASSIFIER_GRPC_PORT"], env["MCP_CLASSIFIER_GRPC_REFLECTION"]) == ("50051", "false")
     assert "MCP_CLASSIFIER_GRPC_PORT" not in one(default, "ConfigMap", "-gateway")["data"]
     assert [p["name"] for p in one(default, "Service", "-gateway")["spec"]["ports"]] == ["http"]
+
+
+# ---- monitoring ----------------------------------------------------------------------------------
+DASHBOARD_FILE = CHART / "files" / "grafana-dashboard.json"
+DASHBOARD_KEY = "mcp-classifier-gateway.json"
+PROMQL_METRIC = re.compile(r"\bmcp_classifier_[a-z0-9_]+")
+SERIES_SUFFIXES = {"counter": ("_total",), "gauge": ("",), "histogram": ("_bucket", "_sum", "_count")}
+
+
+def gateway_series() -> set[str]:
+    """Every series name the gateway's /metrics can carry: its own metrics and the cache's, on one registry."""
+    metrics = GatewayMetrics()
+    RedisMetrics(metrics.registry)
+    return {family.name + suffix for family in metrics.registry.collect() for suffix in SERIES_SUFFIXES[family.type]}
+
+
+def dashboard_queries(dashboard: dict[str, Any]) -> list[str]:
+    panels = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+    variables = [v["definition"] for v in dashboard["templating"]["list"] if v["type"] == "query"]
+    return panels + variables
+
+
+def test_the_grafana_dashboard_is_a_sidecar_configmap_only_when_enabled(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    assert values_of("default")["gateway"]["grafanaDashboard"]["enabled"] is False
+    assert not find(rendered["default"], "ConfigMap", "-dashboard")
+    configmap = one(rendered["production"], "ConfigMap", "-gateway-dashboard")
+    assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert configmap["metadata"]["labels"]["app.kubernetes.io/component"] == "gateway"
+    assert json.loads(configmap["data"][DASHBOARD_KEY]) == json.loads(DASHBOARD_FILE.read_text())
+
+
+def test_the_dashboards_extra_labels_and_annotations_reach_the_configmap(helm: list[str], tmp_path: Path) -> None:
+    extra = {"labels": {"team": "search"}, "annotations": {"grafana_folder": "MCP"}}
+    docs = render(helm, tmp_path, {"gateway": {"grafanaDashboard": {"enabled": True, **extra}}})
+    metadata = one(docs, "ConfigMap", "-gateway-dashboard")["metadata"]
+    assert metadata["labels"]["team"] == "search" and metadata["labels"]["grafana_dashboard"] == "1"
+    assert metadata["annotations"] == {"grafana_folder": "MCP"}
+
+
+def test_every_metric_the_dashboard_queries_is_one_the_gateway_exports() -> None:
+    dashboard = json.loads(DASHBOARD_FILE.read_text())
+    used = {name for query in dashboard_queries(dashboard) for name in PROMQL_METRIC.findall(query)}
+    assert used, "the dashboard queries the gateway's metrics"
+    assert used <= gateway_series(), f"not exported: {sorted(used - gateway_series())}"
+    shown = " ".join(dashboard_queries(dashboard))
+    for wanted in ("door_requests", "door_errors", "door_request_seconds_bucket", "cache_hits", "batch_size", "queue_depth"):
+        assert wanted in shown, f"the dashboard shows {wanted}"
+    quantiles = set(re.findall(r"histogram_quantile\((0\.\d+), sum by \(door", shown))
+    assert quantiles == {"0.5", "0.99"}, "p50 and p99 by door"
 
 
 # ---- secrets -------------------------------------------------------------------------------------

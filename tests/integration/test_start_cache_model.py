@@ -42,3 +42,41 @@ def test_a_second_start_reuses_the_embeddings_and_the_fit_and_answers_the_same(t
     caplog.clear()
     build_classifier(settings.model_copy(update={"categories_file": edited}))
     assert _embedded_counts(caplog)[0].startswith("category texts: 1 embedded")
+
+
+HUB_START = """
+import logging, sys
+logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(message)s")
+from mcp_classifier.classify.build import build_classifier
+from mcp_classifier.settings import Settings
+build_classifier(Settings(model="example-org/minilm-copy", start_cache_dir=sys.argv[1]))
+"""
+
+
+def test_a_hub_model_gets_the_start_cache_through_its_local_snapshot(tmp_path: Path) -> None:
+    """A hub id (here the builtin model's files laid out as the hub's cache keeps a download) is keyed by its
+    snapshot's files, so its second start embeds nothing; offline, as after a first download."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from mcp_classifier.engine.encoder import BUILTIN_MINILM, resolve_model_path
+
+    revision = "0" * 40
+    repo = tmp_path / "hub" / "models--example-org--minilm-copy"
+    shutil.copytree(resolve_model_path(BUILTIN_MINILM), repo / "snapshots" / revision)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(revision)
+    env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
+
+    def start() -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", HUB_START, str(tmp_path / "cache")], env=env, capture_output=True, text=True, timeout=600
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done.stdout
+
+    assert "0 from the start cache" in start()
+    second = [line for line in start().splitlines() if line.startswith("category texts:")]
+    assert second and all(line.startswith("category texts: 0 embedded") for line in second), second

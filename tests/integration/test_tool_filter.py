@@ -85,7 +85,9 @@ async def _scenario(redis: RedisServer) -> None:
     query = "open a new bug report in jira about the login page"
     try:
         first = await _call(gateways[0], {"query": query, "tools": tools, "top_k": 10, "threshold": 0.0})
-        assert backend.embeds == [("document", 200), ("query", 1)]  # every tool in one call, then the query
+        documents = [count for kind, count in backend.embeds if kind == "document"]
+        assert sum(documents) == 200 and max(documents) <= settings.batch_size  # every tool once, in batch-wide chunks
+        assert backend.embeds[-1] == ("query", 1)  # then the query
 
         # brute force, independently: another encoder of the service's model, batching and arithmetic (its small
         # calls take fp16 weights, fp16_weights_max_tokens), every tool text and the query, cosine, sorted
@@ -101,7 +103,10 @@ async def _scenario(redis: RedisServer) -> None:
                 fp16_weights_max_tokens=settings.fp16_weights_max_tokens,
             ),
         )
-        documents = encoder.encode_documents([tool_summary(t, settings.max_text_length) for t in tools])
+        # In the service's own chunks: a chunk's sub-batches (and which of them take fp16 weights) follow its size.
+        summaries = [tool_summary(t, settings.max_text_length) for t in tools]
+        chunk = settings.batch_size
+        documents = np.vstack([encoder.encode_documents(summaries[i : i + chunk]) for i in range(0, len(summaries), chunk)])
         scores = documents @ encoder.encode_queries([query])[0]
         expected = sorted(range(200), key=lambda i: (-scores[i], i))[:10]
         # Same order, same scores. Two encoder instances may plan their sub-batches differently, which moves
@@ -128,4 +133,38 @@ async def _scenario(redis: RedisServer) -> None:
     finally:
         for link in links:
             await link.close()
+        await backend.close()
+
+
+def test_a_list_too_big_for_the_deadline_fails_open_then_is_filtered_and_fast_once_warm() -> None:
+    """The real model: the first call's deadline is shorter than embedding the list, so it fails open; the chunks
+    it started finish in the background, and a later call is filtered, from the kept vectors alone."""
+    asyncio.run(_warms_up())
+
+
+async def _warms_up() -> None:
+    from mcp_classifier.cache.embeddings import ToolEmbeddings
+    from mcp_classifier.toolfilter.tool_filter import ToolFilter
+
+    settings = Settings(backend="local")
+    backend = CountingEmbeds(build_local_backend(settings))
+    await backend.start()
+    tools = tool_list(300)
+    embeddings = ToolEmbeddings(backend, None, capacity=1000, ttl_s=60, query_timeout_s=30.0, document_chunk=settings.batch_size)
+    embeddings.deadline_s = 0.05  # for the tools' vectors only: the first call cannot have them in time
+    tool_filter = ToolFilter(embeddings, max_text_length=settings.max_text_length, max_tools=settings.max_tools)
+    query = "open a new bug report in jira about the login page"
+    try:
+        cold = await tool_filter.select(query, tools, top_k=5, threshold=0.0)
+        assert not cold.filtered and cold.indices == list(range(300)), "a cold list of 300 embedded within 50 ms?"
+        deadline = asyncio.get_running_loop().time() + 600  # a slow host's chunks: generous, never judged
+        while embeddings.health()["tool_embeddings_pending"] and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.1)
+        assert embeddings.health()["tool_embeddings_cached"] == 300
+        backend.embeds.clear()
+        warm = await tool_filter.select(query, tools, top_k=5, threshold=0.0)
+        assert warm.filtered and len(warm.indices) == 5
+        assert backend.embeds and all(kind == "query" for kind, _ in backend.embeds)  # no tool embedded again
+    finally:
+        await embeddings.close()
         await backend.close()

@@ -17,6 +17,7 @@ from typing import Generic, TypeVar
 
 from opentelemetry import context as otel_context
 
+from ..util.batch_sizes import BatchSizes
 from .base import BackendError, BackendOverloaded, BackendTimeout, BackendUnavailable
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,13 @@ class RequestCoalescer(Generic[ResultT]):
         self._in_flight_texts = 0
         self._forming: list[_Pending[ResultT]] = []  # taken from the queue, not yet sent: close() fails them too
         self.batches_run = 0
+        self.batch_sizes = BatchSizes()  # every batch sent, read by the metrics exporter at scrape time
+
+    @property
+    def queue_depth(self) -> int:
+        """Requests waiting for a batch: queued, or taken into the batch that is forming."""
+        queued = self._queue.qsize() if self._queue is not None else 0
+        return queued + len(self._forming)
 
     @property
     def running(self) -> bool:
@@ -180,6 +188,7 @@ class RequestCoalescer(Generic[ResultT]):
                 self._slots.release()
                 continue
             self._last_batch_size = sum(len(p.texts) for p in batch)
+            self.batch_sizes.observe(self._last_batch_size)
             self._in_flight_texts += self._last_batch_size
             task = asyncio.create_task(self._execute(batch))
             self._in_flight.add(task)

@@ -131,6 +131,11 @@ class GrpcBackend:
             max_concurrent_batches=max_concurrent_batches,
         )
 
+    @property
+    def batching(self) -> RequestCoalescer[ClassificationResult]:
+        """The batcher that turns many requests into one Classify call: exported like the local backend's."""
+        return self._coalescer
+
     async def start(self) -> None:
         addresses = await self._discover() if self._replicas is not None else []
         self._pool.use(addresses or [self.target])

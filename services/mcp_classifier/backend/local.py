@@ -48,6 +48,11 @@ class LocalBatchingBackend:
     def batches_run(self) -> int:
         return self._coalescer.batches_run
 
+    @property
+    def batching(self) -> RequestCoalescer[ClassificationResult]:
+        """The batcher in front of the model: its queue depth and batch sizes are exported at scrape time."""
+        return self._coalescer
+
     async def start(self) -> None:
         await self.worker.start()
         self._started = True

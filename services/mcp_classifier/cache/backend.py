@@ -238,7 +238,15 @@ class CachingBackend:
             if not miss_keys and not uncached:
                 return
             batch = [leads[k].text for k in miss_keys] + [texts[i] for i in uncached]
-            fresh = await self.inner.classify(batch)
+            call = asyncio.ensure_future(self.inner.classify(batch))
+            try:
+                fresh = await asyncio.shield(call)
+            except asyncio.CancelledError:
+                # The caller gave up (its deadline, a dropped connection), but the answers are paid for: they still
+                # reach the cache, and whoever joined them still gets them.
+                call.add_done_callback(lambda done: self._settle_abandoned(done, versions, leads, miss_keys))
+                pending.difference_update(miss_keys)
+                raise
             for key, result in zip(miss_keys, fresh):
                 lead = leads[key]
                 for i in lead.positions:
@@ -261,6 +269,26 @@ class CachingBackend:
                 if self._inflight.get(key) is future:
                     del self._inflight[key]
             raise
+
+    def _settle_abandoned(
+        self, call: asyncio.Future[list[ClassificationResult]], versions: Versions, leads: dict[str, _Lead], miss_keys: list[str]
+    ) -> None:
+        """A classify call its caller gave up on has ended: its answers go to the joined requests and the cache."""
+        failure: BaseException | None = _LeaderGone() if call.cancelled() else call.exception()
+        fresh = [] if failure is not None else call.result()
+        for n, key in enumerate(miss_keys):
+            future = leads[key].future
+            if future.done():
+                continue
+            if failure is None:
+                future.set_result(fresh[n])
+            else:
+                future.set_exception(failure)
+                future.exception()  # followers, if any, see it; nobody else must log it as unretrieved
+                if self._inflight.get(key) is future:
+                    del self._inflight[key]
+        if failure is None and miss_keys:
+            self._write_behind(versions, {k: leads[k].future for k in miss_keys})
 
     def _lookup(self, keys: list[str]) -> asyncio.Future[list[bytes | None] | None] | None:
         """A future of the stored values (None where absent; the whole result None when Redis did

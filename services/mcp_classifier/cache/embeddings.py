@@ -7,6 +7,12 @@ between gateway replicas and restarts; without it the in-process LRU still does 
 errors fail open (the link's breaker), like the classification cache. Query embeddings are
 never cached (queries rarely repeat) but concurrent ones are coalesced: many routers asking at
 once share one model call.
+
+Missing tool vectors are embedded in the background, a chunk at a time, and each chunk is kept as it
+completes, whether or not the request that asked for it still waits. A request waits up to its deadline;
+past it the filter fails open, but the chunks go on, so a list too big to embed within one deadline
+becomes warm instead of failing open on every call. A later request for a tool already being embedded
+waits for that work rather than starting it again.
 """
 
 from __future__ import annotations
@@ -41,8 +47,11 @@ class ToolEmbeddings:
         query_batch_window_ms: float = 2.0,
         max_queued_queries: int = 2048,
         query_timeout_s: float = 30.0,
+        document_chunk: int = 32,
     ) -> None:
         self.backend = backend
+        self.document_chunk = document_chunk  # texts per background model call
+        self.deadline_s = query_timeout_s  # how long a request waits for its tools' vectors
         self._queries: RequestCoalescer[np.ndarray] = RequestCoalescer(
             self._embed_queries,
             batch_size=query_batch_size,
@@ -57,6 +66,9 @@ class ToolEmbeddings:
         self._lru: OrderedDict[str, np.ndarray] = OrderedDict()
         self._keys: KeyBuilder | None = None  # for the backend's current model id
         self._writes: set[asyncio.Task[None]] = set()
+        # Vectors being embedded in the background, by key: requests join them; bounded by the LRU's capacity.
+        self._pending: dict[str, asyncio.Future[np.ndarray]] = {}
+        self._fills: set[asyncio.Task[None]] = set()
         self.model_calls = 0  # backend embed calls made for documents (tests and /health read it)
 
     async def start(self) -> None:
@@ -99,12 +111,69 @@ class ToolEmbeddings:
                     found[key] = self._remember(key, np.frombuffer(value, dtype="<f4").copy())
         missing = {key: text for key, text in zip(keys, texts) if key not in found}
         if missing:
-            self.model_calls += 1
-            vectors = await self.backend.embed(list(missing.values()), "document")
-            fresh = {key: self._remember(key, np.asarray(v, dtype=np.float32)) for key, v in zip(missing, vectors)}
-            found.update(fresh)
-            self._write_behind(fresh)
+            found.update(await self._wait_for_fill(missing))
         return np.vstack([found[key] for key in keys]) if keys else np.zeros((0, 0), dtype=np.float32)
+
+    async def _wait_for_fill(self, missing: dict[str, str]) -> dict[str, np.ndarray]:
+        """The missing vectors, from background chunks (joined where already under way), within the deadline."""
+        new = {key: text for key, text in missing.items() if key not in self._pending}
+        if len(self._pending) + len(new) > self.capacity:
+            raise ToolEmbeddingBacklogFull(
+                f"{len(self._pending)} tool descriptions are already being embedded: {len(new)} more would pass the "
+                f"cache's {self.capacity} entries"
+            )
+        if new:
+            self._start_fill(new)
+        futures = {key: self._pending[key] for key in missing}
+        gathered = asyncio.gather(*futures.values())
+        gathered.add_done_callback(_retrieve)  # read here, or by nobody once this request has given up
+        try:
+            async with asyncio.timeout(self.deadline_s):
+                # shield: a request that gives up (its deadline, a cancelled call) leaves the chunks running
+                vectors = await asyncio.shield(gathered)
+        except TimeoutError:
+            done = sum(f.done() for f in futures.values())
+            raise ToolEmbeddingsPending(
+                f"{len(futures) - done} of {len(futures)} tool descriptions were still being embedded after "
+                f"{self.deadline_s:g} s; they are kept as they finish"
+            ) from None
+        return dict(zip(futures, vectors))
+
+    def _start_fill(self, texts: dict[str, str]) -> None:
+        loop = asyncio.get_running_loop()
+        for key in texts:
+            future: asyncio.Future[np.ndarray] = loop.create_future()
+            future.add_done_callback(_retrieve)  # nobody may be left waiting: a failure must not log as unretrieved
+            self._pending[key] = future
+        task = asyncio.ensure_future(self._fill(list(texts.items())))
+        self._fills.add(task)
+        task.add_done_callback(self._fills.discard)
+
+    async def _fill(self, items: list[tuple[str, str]]) -> None:
+        """Chunk after chunk, each kept (and written behind) as it completes; a failed chunk fails the rest."""
+        try:
+            for start in range(0, len(items), self.document_chunk):
+                chunk = items[start : start + self.document_chunk]
+                self.model_calls += 1
+                vectors = await self.backend.embed([text for _, text in chunk], "document")
+                fresh = {key: self._remember(key, np.asarray(v, dtype=np.float32)) for (key, _), v in zip(chunk, vectors)}
+                self._write_behind(fresh)
+                for key, vector in fresh.items():
+                    self._settle(key, vector)
+        except BaseException as exc:  # every waiter must hear of it, a cancel (close) included
+            for key, _ in items:
+                self._settle(key, exc)
+            if not isinstance(exc, Exception):
+                raise
+
+    def _settle(self, key: str, outcome: np.ndarray | BaseException) -> None:
+        future = self._pending.pop(key, None)
+        if future is None or future.done():
+            return
+        if isinstance(outcome, BaseException):
+            future.set_exception(outcome if isinstance(outcome, Exception) else ToolEmbeddingsPending("the service is closing"))
+        else:
+            future.set_result(outcome)
 
     def _remember(self, key: str, vector: np.ndarray) -> np.ndarray:
         self._lru[key] = vector
@@ -134,9 +203,30 @@ class ToolEmbeddings:
         task.add_done_callback(self._writes.discard)
 
     async def close(self) -> None:
+        for task in list(self._fills):
+            task.cancel()
+        if self._fills:
+            await asyncio.gather(*self._fills, return_exceptions=True)
         await self._queries.close()
         if self._writes:
             await asyncio.gather(*self._writes, return_exceptions=True)
 
     def health(self) -> dict[str, Any]:
-        return {"tool_embeddings_cached": len(self._lru), "tool_embedding_model_calls": self.model_calls}
+        return {
+            "tool_embeddings_cached": len(self._lru),
+            "tool_embeddings_pending": len(self._pending),
+            "tool_embedding_model_calls": self.model_calls,
+        }
+
+
+class ToolEmbeddingsPending(RuntimeError):
+    """The request's deadline passed while its tools were being embedded; the work goes on in the background."""
+
+
+class ToolEmbeddingBacklogFull(RuntimeError):
+    """More tool descriptions are being embedded than the cache can keep: this request's are not started."""
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()

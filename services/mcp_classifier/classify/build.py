@@ -82,7 +82,6 @@ def language_gate(settings: Settings, declared: tuple[str, ...]) -> LanguageGate
 
 def start_cache(settings: Settings, encoder: TextEncoder) -> StartCache | None:
     """The on-disk cache of the category texts' embeddings and the fitted scorer, where the model has files to key it by."""
-    from ..engine.encoder import resolve_model_path
     from ..engine.random_models import is_random_model
     from .start_cache import StartCache, default_cache_dir, model_signature
 
@@ -99,7 +98,7 @@ def start_cache(settings: Settings, encoder: TextEncoder) -> StartCache | None:
         encoder.feature_layers,
         encoder.spec.description,
     )
-    signature = model_signature(resolve_model_path(settings.model), described)
+    signature = model_signature(encoder.model_dir, described)  # a hub id's too, through its local snapshot
     return StartCache(settings.start_cache_dir or default_cache_dir(), signature) if signature else None
 
 

@@ -18,7 +18,7 @@ import torch
 from opentelemetry import trace
 from opentelemetry.propagate import extract
 from ray import serve
-from ray.serve.metrics import Histogram
+from ray.serve.metrics import Gauge, Histogram
 
 from .. import __version__
 from ..api.convert import info_to_proto, results_to_proto, vectors_to_bytes
@@ -30,6 +30,7 @@ from ..engine.encoder import pick_device
 from ..engine.tokenizer_threads import tokenizer_threads_in_effect
 from ..settings import Settings
 from ..telemetry import setup_tracing
+from ..util.batch_sizes import BATCH_SIZE_BOUNDS
 from ..util.file_watch import watch_file_in_thread
 from .cpu_pinning import choose_replica_cores, pin_process
 from .serve_config import DEPLOYMENT_NAME, deployment_options, replica_settings
@@ -48,6 +49,7 @@ class _BatchItem:
     span_context: trace.SpanContext
     slots: int
     enqueued_at: float
+    taken: bool = False  # into a batch: no longer counted as queued
 
 
 # @serve.batch needs its knobs when the class is defined; reconfigure() applies the real ones
@@ -90,8 +92,10 @@ class Embedder:
         self._batch_sizes = Histogram(
             "mcp_classifier_embedder_batch_size",
             description="Texts per model batch",
-            boundaries=[1, 2, 4, 8, 16, 32, 64, 128, 256],
+            boundaries=list(BATCH_SIZE_BOUNDS),
         )
+        self._queued = 0
+        self._queue_depth = Gauge("mcp_classifier_embedder_queue_depth", description="Classify calls waiting for a batch")
         self._queue_wait = Histogram(
             "mcp_classifier_embedder_queue_wait_seconds",
             description="Time a request waited for its batch",
@@ -149,7 +153,7 @@ class Embedder:
             span.set_attribute("mcp_classifier.texts", len(texts))
             slots = sum(max(1, math.ceil(len(t) / self._slot_chars)) for t in texts)
             item = _BatchItem(texts, span.get_span_context(), min(slots, self._max_batch_size), time.perf_counter())
-            results = await self._classify_batch(item) if texts else []
+            results = await self._queued_for_batch(item) if texts else []
             category_set_version, policy_version = self._classifier.versions
             return pb.ClassifyResponse(
                 results=results_to_proto(results, request.with_probabilities),
@@ -172,11 +176,26 @@ class Embedder:
     async def Info(self, request: pb.InfoRequest, grpc_context: Any = None) -> pb.InfoResponse:
         return info_to_proto(self._classifier.info, self._stats)
 
+    async def _queued_for_batch(self, item: _BatchItem) -> list[ClassificationResult]:
+        """Wait for ``item``'s batch, counted in the queue depth until the batch takes it (or the caller gives up)."""
+        self._set_queued(self._queued + 1)
+        try:
+            return await self._classify_batch(item)
+        finally:
+            if not item.taken:
+                self._set_queued(self._queued - 1)
+
+    def _set_queued(self, queued: int) -> None:
+        self._queued = queued
+        self._queue_depth.set(queued)
+
     @serve.batch(max_batch_size=_DEFAULT_BATCH_SIZE, batch_wait_timeout_s=_DEFAULT_WAIT_S, batch_size_fn=_item_slots)
     async def _classify_batch(self, items: list[_BatchItem]) -> list[list[ClassificationResult]]:
         started = time.perf_counter()
         for item in items:
             self._queue_wait.observe(started - item.enqueued_at)
+            item.taken = True
+        self._set_queued(self._queued - len(items))
         texts = [t for item in items for t in item.texts]
         links = [trace.Link(item.span_context) for item in items]
         parent = trace.set_span_in_context(trace.NonRecordingSpan(items[0].span_context))

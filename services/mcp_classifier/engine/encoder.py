@@ -60,6 +60,22 @@ def resolve_model_path(model: str) -> str:
     return model
 
 
+def local_model_dir(model: str) -> str | None:
+    """Where a model's files sit on this machine: its own directory, or a hub id's snapshot in the local hub
+    cache (there once the model has loaded); None where there is none (a random model, a hub id not fetched)."""
+    path = resolve_model_path(model)
+    if Path(path).is_dir():
+        return path
+    if is_random_model(model):
+        return None
+    try:
+        from huggingface_hub import snapshot_download
+
+        return str(snapshot_download(path, local_files_only=True))
+    except Exception:  # noqa: BLE001 - not in the local cache, in whatever way the hub library says so
+        return None
+
+
 def detect_pooling(model_dir: str, config: object) -> Pooling:
     """Pooling the model's authors intended: sentence-transformers config first, then architecture."""
     return read_spec(model_dir).pooling or detect_pooling_from_config(config)
@@ -171,6 +187,8 @@ class TextEncoder:
             self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
+        # The files behind the model, for keys of what is computed from it (the start cache); None: none on disk.
+        self.model_dir = None if is_random_model(model) else local_model_dir(model)
         # An embedding service never trains: no parameter asks autograd to record a forward.
         self.model.to(self.device).eval().requires_grad_(False)
         self.max_seq_length = max_seq_length

@@ -13,6 +13,7 @@ import contextvars
 import logging
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,9 @@ TRACE_ID_HEADER = "x-trace-id"
 TRACEPARENT = "traceparent"  # W3C Trace Context; 2026-07-28 reserves it in params._meta too
 _propagator = TraceContextTextMapPropagator()
 
+# (door, outcome, seconds) of a finished request: the door's metrics, handed in by the door, so this module keeps none
+DoorObserver = Callable[[str, str, float], None]
+
 
 @dataclass
 class RequestRecord:
@@ -39,6 +43,7 @@ class RequestRecord:
     outcome: str = "ok"
     event_id: str | None = None
     started: float = field(default_factory=time.perf_counter)
+    observer: DoorObserver | None = field(default=None, repr=False)
 
     def log_fields(self) -> dict[str, Any]:
         fields: dict[str, Any] = {
@@ -62,16 +67,20 @@ def current() -> RequestRecord | None:
     return _current.get()
 
 
-def begin(door: str, *, traceparent: str | None = None, session_id: str | None = None) -> RequestRecord:
-    """Open the record of one request in this context (the door's task)."""
-    record = RequestRecord(door=door, trace_id=trace_id_now(traceparent), session_id=session_id)
+def begin(
+    door: str, *, traceparent: str | None = None, session_id: str | None = None, observer: DoorObserver | None = None
+) -> RequestRecord:
+    """Open the record of one request in this context (the door's task); ``observer`` gets its outcome when it finishes."""
+    record = RequestRecord(door=door, trace_id=trace_id_now(traceparent), session_id=session_id, observer=observer)
     _current.set(record)
     return record
 
 
 def finish(record: RequestRecord) -> None:
-    """The request's one log line (the JSON formatter turns the extra fields into keys)."""
+    """The request's one log line (the JSON formatter turns the extra fields into keys), and its door's metrics."""
     fields = record.log_fields()
+    if record.observer is not None:
+        record.observer(record.door, record.outcome, time.perf_counter() - record.started)
     access_log.info(
         "%s %s %s %s %.1f ms",
         record.door,

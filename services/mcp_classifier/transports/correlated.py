@@ -12,23 +12,23 @@ from typing import Any
 
 from ..edge.middleware import ASGIApp, Receive, Scope, Send
 from ..protocol import correlation
+from ..protocol.correlation import DoorObserver
 
 UNLOGGED_PATHS = frozenset({"/health", "/ready", "/metrics", "/openapi.json", "/sse", "/ws"})
+TOOL_FILTER_PATH = "/v1/tools/filter"
+DOOR_OF_PATH = {"/mcp": "http", "/messages": "sse", TOOL_FILTER_PATH: "tool_filter"}  # and /mcp/<method>: rest
 
 
 def door_of(path: str) -> str:
-    if path == "/mcp":
-        return "http"
     if path.startswith("/mcp/"):
         return "rest"
-    if path == "/messages":
-        return "sse"
-    return path.strip("/").replace("/", "_") or "root"
+    return DOOR_OF_PATH.get(path) or path.strip("/").replace("/", "_") or "root"
 
 
 class CorrelationMiddleware:
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, observer: DoorObserver | None = None) -> None:
         self.app = app
+        self.observer = observer  # each request's door, outcome and latency go to the metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in UNLOGGED_PATHS:
@@ -39,7 +39,7 @@ class CorrelationMiddleware:
             if name == b"traceparent":
                 traceparent = value.decode("latin-1")
                 break
-        record = correlation.begin(door_of(scope["path"]), traceparent=traceparent)
+        record = correlation.begin(door_of(scope["path"]), traceparent=traceparent, observer=self.observer)
 
         async def send_with_trace_id(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.start":

@@ -55,9 +55,11 @@ def tolerant(deserializer: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
     return deserialize
 
 
-async def refuse_undecodable(context: grpc.aio.ServicerContext, method: str, request: Undecodable) -> NoReturn:
+async def refuse_undecodable(
+    context: grpc.aio.ServicerContext, method: str, request: Undecodable, observer: correlation.DoorObserver | None = None
+) -> NoReturn:
     """A parse error, said as every door says one: the table's status, an event id that is logged, the trace id."""
-    record = correlation.begin("grpc")
+    record = correlation.begin("grpc", observer=observer)
     correlation.note(era="grpc", method=method)
     try:
         await context.send_initial_metadata(((TRACE_ID_METADATA, record.trace_id),))
@@ -72,6 +74,9 @@ async def refuse_undecodable(context: grpc.aio.ServicerContext, method: str, req
 class DecodeGuard(grpc.aio.ServerInterceptor):
     """Gives every unary method a decoder that never raises, and a handler that refuses what it could not decode."""
 
+    def __init__(self, observer: correlation.DoorObserver | None = None) -> None:
+        self.observer = observer  # a refusal is a request on the grpc door too
+
     async def intercept_service(
         self,
         continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
@@ -85,7 +90,7 @@ class DecodeGuard(grpc.aio.ServerInterceptor):
 
         async def guarded(request: Any, context: grpc.aio.ServicerContext) -> Any:
             if isinstance(request, Undecodable):
-                await refuse_undecodable(context, method, request)
+                await refuse_undecodable(context, method, request, self.observer)
             answer = behaviour(request, context)
             return await answer if inspect.isawaitable(answer) else answer
 

@@ -10,6 +10,7 @@ reflection are open, like /health.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import grpc
@@ -26,6 +27,7 @@ from ..protocol.errors import ERROR_TABLE, ErrorKind, settle
 from ..protocol.jsonrpc import JsonRpcError
 from ..protocol.refusals import record_refusal
 from ..protocol.tools import error_message
+from ..telemetry import GatewayMetrics
 from .grpc_failures import TRACE_ID_METADATA, DecodeGuard, abort
 
 SERVICE_NAME = gpb.DESCRIPTOR.services_by_name["ClassifierGateway"].full_name
@@ -35,8 +37,12 @@ OPEN_SERVICES = ("/grpc.health.v1.Health/", "/grpc.reflection.v1alpha.ServerRefl
 
 
 class GatewayServicer(gpb_grpc.ClassifierGatewayServicer):
-    def __init__(self, dispatcher: McpDispatcher) -> None:
+    def __init__(self, dispatcher: McpDispatcher, metrics: GatewayMetrics | None = None) -> None:
         self.dispatcher = dispatcher
+        self.metrics = metrics
+
+    def _in_flight(self) -> AbstractContextManager[Any]:
+        return self.metrics.grpc_in_flight.track_inprogress() if self.metrics is not None else nullcontext()
 
     async def Classify(self, request: gpb.ClassifyTextRequest, context: grpc.aio.ServicerContext) -> gpb.ClassifyTextResponse:
         payload, trace_id = await self._tool(
@@ -68,19 +74,21 @@ class GatewayServicer(gpb_grpc.ClassifierGatewayServicer):
     async def _tool(self, context: grpc.aio.ServicerContext, name: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], str]:
         """Run one MCP tool; its isError result or JSON-RPC error becomes the table's gRPC status (the call is aborted)."""
         traceparent = next((value for key, value in context.invocation_metadata() or () if key == "traceparent"), None)
-        record = correlation.begin("grpc", traceparent=str(traceparent) if traceparent else None)
+        observer = self.metrics.observe_door if self.metrics is not None else None
+        record = correlation.begin("grpc", traceparent=str(traceparent) if traceparent else None, observer=observer)
         correlation.note(era="grpc", method=name)
         try:
-            await context.send_initial_metadata(((TRACE_ID_METADATA, record.trace_id),))
-            try:
-                result = await self.dispatcher.call("tools/call", {"name": name, "arguments": arguments})
-            except JsonRpcError as exc:
-                kind = settle(exc, name)
-                await abort(context, ERROR_TABLE[kind].grpc_status, exc.message, exc.event_id or "")
-            if result.get("isError") is True:  # the dispatcher logged it under this event id
-                event_id = result["_meta"][META_EVENT_ID]
-                await abort(context, ERROR_TABLE[ErrorKind.TOOL_EXECUTION_FAILED].grpc_status, error_message(result), event_id)
-            return result["structuredContent"], record.trace_id
+            with self._in_flight():
+                await context.send_initial_metadata(((TRACE_ID_METADATA, record.trace_id),))
+                try:
+                    result = await self.dispatcher.call("tools/call", {"name": name, "arguments": arguments})
+                except JsonRpcError as exc:
+                    kind = settle(exc, name)
+                    await abort(context, ERROR_TABLE[kind].grpc_status, exc.message, exc.event_id or "")
+                if result.get("isError") is True:  # the dispatcher logged it under this event id
+                    event_id = result["_meta"][META_EVENT_ID]
+                    await abort(context, ERROR_TABLE[ErrorKind.TOOL_EXECUTION_FAILED].grpc_status, error_message(result), event_id)
+                return result["structuredContent"], record.trace_id
         finally:
             correlation.finish(record)
 
@@ -100,8 +108,9 @@ def _classification(payload: dict[str, Any]) -> pb.Classification:
 class BearerKeyInterceptor(grpc.aio.ServerInterceptor):
     """The HTTP edge's key check for gRPC: ``authorization: Bearer <key>`` metadata, UNAUTHENTICATED otherwise."""
 
-    def __init__(self, keys: ApiKeys) -> None:
+    def __init__(self, keys: ApiKeys, observer: correlation.DoorObserver | None = None) -> None:
         self.keys = keys
+        self.observer = observer  # a refused call is a request on the grpc door, counted under its kind
 
     async def intercept_service(
         self,
@@ -118,8 +127,12 @@ class BearerKeyInterceptor(grpc.aio.ServerInterceptor):
         reason = "invalid bearer token" if authorization else "missing bearer token: send metadata authorization: Bearer <key>"
 
         async def refuse(request: Any, context: grpc.aio.ServicerContext) -> None:
-            event_id = record_refusal(UNAUTHORIZED, f"gRPC {UNAUTHENTICATED}", reason)
-            await abort(context, UNAUTHENTICATED, reason, event_id)
+            record = correlation.begin("grpc", observer=self.observer)
+            try:
+                event_id = record_refusal(UNAUTHORIZED, f"gRPC {UNAUTHENTICATED}", reason)
+                await abort(context, UNAUTHENTICATED, reason, event_id)
+            finally:
+                correlation.finish(record)
 
         return grpc.unary_unary_rpc_method_handler(refuse)
 
@@ -127,9 +140,20 @@ class BearerKeyInterceptor(grpc.aio.ServerInterceptor):
 class PublicGrpcServer:
     """Started after the backend (so health says SERVING only when calls can succeed), stopped before it."""
 
-    def __init__(self, dispatcher: McpDispatcher, keys: ApiKeys, *, host: str, port: int, reflection: bool, tracing: bool) -> None:
+    def __init__(
+        self,
+        dispatcher: McpDispatcher,
+        keys: ApiKeys,
+        *,
+        host: str,
+        port: int,
+        reflection: bool,
+        tracing: bool,
+        metrics: GatewayMetrics | None = None,
+    ) -> None:
         self.dispatcher = dispatcher
         self.keys = keys
+        self.metrics = metrics  # the gateway's /metrics registry: calls counted on the grpc door
         self.host = host
         self.requested_port = port
         self.reflection = reflection
@@ -140,13 +164,14 @@ class PublicGrpcServer:
 
     async def start(self) -> None:
         # The key is checked first: a caller without one learns nothing else, not even that its bytes were garbage.
-        interceptors: list[Any] = [BearerKeyInterceptor(self.keys), DecodeGuard()]
+        observer = self.metrics.observe_door if self.metrics is not None else None
+        interceptors: list[Any] = [BearerKeyInterceptor(self.keys, observer), DecodeGuard(observer)]
         if self.tracing:
             from opentelemetry.instrumentation.grpc import aio_server_interceptor
 
             interceptors.insert(0, aio_server_interceptor())  # outermost: the span is current while the call runs
         server = grpc.aio.server(interceptors=interceptors)
-        gpb_grpc.add_ClassifierGatewayServicer_to_server(GatewayServicer(self.dispatcher), server)
+        gpb_grpc.add_ClassifierGatewayServicer_to_server(GatewayServicer(self.dispatcher, self.metrics), server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         services = [SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name]
         if self.reflection:

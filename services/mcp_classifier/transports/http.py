@@ -32,14 +32,13 @@ from ..telemetry import GatewayMetrics
 from ..toolfilter.tool_filter import ToolFilter, filter_arguments
 from . import openapi
 from .bodies import BodyTooLarge, body_too_large, json_response, read_body, read_json, refusal
-from .correlated import CorrelationMiddleware
+from .correlated import TOOL_FILTER_PATH, CorrelationMiddleware
 from .mcp_paths import McpPathMiddleware
 from .sse import SseSessions, add_sse_routes, local_sessions
 from .websocket import add_websocket_route
 
 log = logging.getLogger(__name__)
 
-TOOL_FILTER_PATH = "/v1/tools/filter"
 OPENAPI_PATH = "/openapi.json"
 REST_METHODS = frozenset({"initialize", "tools/list", "tools/call", "resources/list", "prompts/list", "ping"})
 _ENVELOPE_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
@@ -187,7 +186,7 @@ def create_app(
     app.openapi = lambda: _openapi_document(app)  # type: ignore[method-assign]  # FastAPI documents this override
     if edge is not None:
         app.add_middleware(EdgeMiddleware, guard=edge)
-    app.add_middleware(CorrelationMiddleware)  # outside the edge guard, so refusals are logged too
+    app.add_middleware(CorrelationMiddleware, observer=metrics.observe_door)  # outside the edge guard: refusals are logged and counted too
     app.add_middleware(McpPathMiddleware)  # outermost: /mcp/ and /mcp//method reach the routes as /mcp and /mcp/method
 
     @app.exception_handler(StarletteHTTPException)
@@ -248,7 +247,7 @@ def create_app(
 
     if tool_filter is not None:
         _add_tool_filter_route(app, tool_filter, max_body_bytes, metrics)
-    add_websocket_route(app, dispatcher, max_message_bytes=max_body_bytes)
+    add_websocket_route(app, dispatcher, max_message_bytes=max_body_bytes, metrics=metrics)
     add_sse_routes(app, dispatcher, sse)
 
     @app.get("/health", openapi_extra=openapi.HEALTH)

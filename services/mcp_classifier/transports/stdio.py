@@ -16,8 +16,15 @@ from ..protocol.dispatcher import McpDispatcher
 log = logging.getLogger(__name__)
 
 
-async def serve_stdio(dispatcher: McpDispatcher, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
-    """Answer each line as it arrives; requests run concurrently so they batch together like HTTP ones."""
+async def serve_stdio(
+    dispatcher: McpDispatcher,
+    stdin: BinaryIO | None = None,
+    stdout: BinaryIO | None = None,
+    observer: correlation.DoorObserver | None = None,
+) -> None:
+    """Answer each line as it arrives; requests run concurrently so they batch together like HTTP ones.
+
+    ``observer`` counts each line as a request on the stdio door, for a host process that keeps metrics."""
     reader = stdin or sys.stdin.buffer
     writer = stdout or sys.stdout.buffer
     write_lock = asyncio.Lock()
@@ -25,7 +32,7 @@ async def serve_stdio(dispatcher: McpDispatcher, stdin: BinaryIO | None = None, 
     session_id = uuid.uuid4().hex  # one client per process: its log lines share this id
 
     async def answer(line: bytes) -> None:
-        record = correlation.begin("stdio", session_id=session_id)  # each line runs in its own task, so its own record
+        record = correlation.begin("stdio", session_id=session_id, observer=observer)  # each line runs in its own task, so its own record
         try:
             response = await dispatcher.handle_bytes(line)
         finally:

@@ -23,6 +23,7 @@ from ..protocol import correlation
 from ..protocol.dispatcher import McpDispatcher
 from ..protocol.excerpts import name_list
 from ..protocol.refusals import refusal_body
+from ..telemetry import GatewayMetrics
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ FOREIGN_SUBPROTOCOL = "foreign_subprotocol"  # the refusal kind of a handshake t
 CLOSE_TOO_BIG = 1009
 
 
-def add_websocket_route(app: FastAPI, dispatcher: McpDispatcher, *, max_message_bytes: int) -> None:
+def add_websocket_route(app: FastAPI, dispatcher: McpDispatcher, *, max_message_bytes: int, metrics: GatewayMetrics) -> None:
     @app.websocket(WS_PATH)
     async def mcp_websocket(websocket: WebSocket) -> None:
         offered = websocket.scope.get("subprotocols") or []
@@ -41,7 +42,8 @@ def add_websocket_route(app: FastAPI, dispatcher: McpDispatcher, *, max_message_
             await refuse_foreign_subprotocol(websocket)
             return
         await websocket.accept(subprotocol=SUBPROTOCOL if offered else None)
-        await WebSocketSession(websocket, dispatcher, max_message_bytes).run()
+        with metrics.websocket_connections.track_inprogress():  # accepted until the session ends, however it ends
+            await WebSocketSession(websocket, dispatcher, max_message_bytes, metrics.observe_door).run()
 
 
 async def refuse_foreign_subprotocol(websocket: WebSocket) -> None:
@@ -60,8 +62,11 @@ async def refuse_foreign_subprotocol(websocket: WebSocket) -> None:
 
 
 class WebSocketSession:
-    def __init__(self, websocket: WebSocket, dispatcher: McpDispatcher, max_message_bytes: int) -> None:
+    def __init__(
+        self, websocket: WebSocket, dispatcher: McpDispatcher, max_message_bytes: int, observer: correlation.DoorObserver | None = None
+    ) -> None:
         self.websocket = websocket
+        self.observer = observer  # each message's outcome and latency, for the door's metrics
         self.dispatcher = dispatcher
         self.max_message_bytes = max_message_bytes
         self.session_id = uuid.uuid4().hex
@@ -91,7 +96,7 @@ class WebSocketSession:
                 await asyncio.gather(*self._pending, return_exceptions=True)
 
     async def _answer(self, raw: bytes) -> None:
-        record = correlation.begin("ws", session_id=self.session_id)
+        record = correlation.begin("ws", session_id=self.session_id, observer=self.observer)
         try:
             try:
                 payload = orjson.loads(raw)
