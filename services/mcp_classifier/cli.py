@@ -8,8 +8,6 @@ import argparse
 import asyncio
 import functools
 import logging
-import math
-import socket
 import sys
 import types
 import typing
@@ -86,15 +84,18 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 
 # ---- commands -------------------------------------------------------------------------------
-def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    return sock
-
-
 def cmd_serve(settings: Settings) -> int:
+    from .util.cpus import resolve_workers
+
+    workers = resolve_workers(settings.workers, settings.max_workers)
+    if workers > 1:
+        from .serving.shared import WorkersError
+        from .serving.supervisor import serve_workers
+
+        try:
+            return serve_workers(settings, workers)
+        except WorkersError as exc:
+            raise CliError(f"serve: {exc}") from exc
     from .cache.runtime import RedisRuntime
     from .telemetry import GatewayMetrics
 
@@ -108,53 +109,13 @@ def cmd_serve(settings: Settings) -> int:
 
 
 def _serve(settings: Settings, metrics: GatewayMetrics, redis: RedisRuntime) -> int:
-    import uvicorn
+    from .serving.gateway import bind, run_gateway, say_ready, url_of
 
-    from .telemetry import instrument_grpc_client, setup_tracing
-    from .transports.server import DrainingServer
-    from .wiring import build_http_app
-
-    tracing = setup_tracing("mcp-classifier-gateway")
-    if tracing:
-        instrument_grpc_client()
-    sock = _bind(settings.host, settings.port)
-    host, port = sock.getsockname()[:2]
-    url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
-
-    def say_ready(start_seconds: float | None) -> None:
-        took = f", started in {start_seconds:.1f} s" if start_seconds is not None else ""
-        print(f"mcp-classifier ready on {url} (backend {settings.backend}, model {settings.model}{took})", file=sys.stderr, flush=True)
-
-    app = build_http_app(settings, redis, metrics, tracing=tracing, on_ready=say_ready)
-    # The doors answer the MCP handshake from here on; classification follows the "ready on" line.
-    # Tests and scripts read the URL from this line when --port 0 was given.
-    print(
-        f"mcp-classifier {__version__} starting on {url} (loading backend {settings.backend}, model {settings.model}; "
-        "the handshake answers now, classification once ready)",
-        file=sys.stderr,
-        flush=True,
+    sock = bind(settings.host, settings.port)
+    url = url_of(sock)
+    return run_gateway(
+        settings, metrics, redis, sock, announce=True, on_ready=lambda start_seconds: say_ready(settings, url, start_seconds)
     )
-    config = uvicorn.Config(
-        app,
-        log_level=settings.log_level,
-        log_config=None,  # uvicorn's records go through the root handler: one format (JSON or text) for the whole stream
-        access_log=False,  # the gateway writes its own line per request (protocol.correlation)
-        lifespan="on",
-        timeout_graceful_shutdown=math.ceil(settings.shutdown_timeout_s),
-    )
-    server = DrainingServer(config, drain_delay_s=settings.drain_delay_s, on_drain=app.state.start_draining)
-    app.state.stop_server = lambda: setattr(server, "should_exit", True)
-    try:
-        server.run(sockets=[sock])
-    finally:
-        if tracing:
-            from .telemetry import shutdown_tracing
-
-            shutdown_tracing()
-    if app.state.start_error is not None:
-        print(f"mcp-classifier: the backend failed to start: {app.state.start_error}", file=sys.stderr)
-        return 1
-    return 0
 
 
 def cmd_stdio(settings: Settings) -> int:

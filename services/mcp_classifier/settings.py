@@ -347,6 +347,16 @@ class Settings(BaseSettings):
         description="json: one JSON object per log line (each request's line has trace_id, session_id, era, method, tool, "
         "outcome, latency_ms and event_id on errors); text: plain lines for humans.",
     )
+    workers: int = Field(
+        1,
+        ge=0,
+        le=64,
+        description="Gateway processes serving the one port (serve only); they share the Redis cache, the SSE session bus "
+        "and the embedder. 0: one per CPU this process may use (affinity and cgroup quota), at most max_workers. With "
+        "--backend local each worker loads its own model (memory times N); with --backend ray the first process owns the "
+        "embedded Ray node and the workers reach it through Serve's gRPC proxy.",
+    )
+    max_workers: int = Field(8, ge=1, le=64, description="The most gateway processes workers 0 (one per usable CPU) starts.")
     drain_delay_s: float = Field(
         0.0,
         ge=0,
@@ -441,7 +451,7 @@ SETTINGS_GROUPS: tuple[SettingsGroup, ...] = (
         (
             "backend", "model_threads", "model_processes", "host", "port", "grpc_port", "grpc_reflection", "request_timeout_s", "max_text_length",
             "max_batch_texts", "max_body_bytes", "list_ttl_ms", "sse_max_streams", "sse_keepalive_s", "sse_session_idle_s",
-            "log_level", "log_format", "drain_delay_s", "shutdown_timeout_s",
+            "log_level", "log_format", "workers", "max_workers", "drain_delay_s", "shutdown_timeout_s",
         ),
     ),
     SettingsGroup(

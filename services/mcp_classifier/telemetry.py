@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
@@ -18,6 +21,16 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 DOORS = frozenset({"http", "rest", "sse", "ws", "grpc", "stdio", "tool_filter"})
 OTHER_DOOR = "other"  # any other path (a 404): the label stays bounded whatever a caller sends
 OK = "ok"  # a request's outcome when it did not fail
+
+# prometheus_client's multiprocess mode: set (before prometheus_client is imported) in every gateway worker of
+# `serve --workers N`, each worker then writes its values to files there and /metrics on any worker sums them all.
+MULTIPROCESS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+MIRROR_PERIOD_S = 1.0  # multiprocess mode: how often a worker copies its batchers' readings into the shared files
+
+
+def multiprocess_dir() -> str | None:
+    """The shared metrics directory when this process is one of several gateway workers, else None."""
+    return os.environ.get(MULTIPROCESS_DIR_ENV) or None
 
 
 class BatchingSource(Protocol):
@@ -46,6 +59,10 @@ class BatchingCollector(Collector):
         """``source`` answers the batcher now, or None while there is none (an embedded Ray still starting)."""
         self._sources[backend] = source
 
+    @property
+    def sources(self) -> dict[str, Callable[[], BatchingSource | None]]:
+        return self._sources
+
     def collect(self) -> Iterator[Metric]:
         depth = GaugeMetricFamily("mcp_classifier_backend_queue_depth", "Requests waiting for a batch, by backend", labels=["backend"])
         sizes = HistogramMetricFamily("mcp_classifier_backend_batch_size", "Texts per batch sent, by backend", labels=["backend"])
@@ -59,6 +76,57 @@ class BatchingCollector(Collector):
             sizes.add_metric([backend], buckets, reading.total_texts)
         yield depth
         yield sizes
+
+
+class BatchingMirror:
+    """Multiprocess mode: copies a BatchingCollector's readings into file-backed metrics every MIRROR_PERIOD_S.
+
+    The batchers are read at scrape time, which only the process holding them can do; with several
+    workers a scrape reaches one of them. So each worker publishes its own readings (queue depth as a live
+    sum, batch sizes as histogram increments) and the multiprocess collector adds them up like any metric.
+    """
+
+    def __init__(self, collector: BatchingCollector) -> None:
+        self._collector = collector
+        self._depth = Gauge(
+            "mcp_classifier_backend_queue_depth",
+            "Requests waiting for a batch, by backend",
+            ["backend"],
+            registry=None,
+            multiprocess_mode="livesum",
+        )
+        self._sizes: Histogram | None = None
+        self._published: dict[str, tuple[list[int], int]] = {}  # backend -> (per-bucket counts, texts) already added
+        threading.Thread(target=self._run, name="metrics-mirror", daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            threading.Event().wait(MIRROR_PERIOD_S)
+            self.sync()
+
+    def sync(self) -> None:
+        for backend, source in list(self._collector.sources.items()):
+            batcher = source()
+            if batcher is None:
+                continue
+            self._depth.labels(backend).set(batcher.queue_depth)
+            reading = batcher.batch_sizes
+            cumulative = reading.cumulative()
+            if self._sizes is None:
+                bounds = [bound for bound, _ in cumulative]
+                self._sizes = Histogram(
+                    "mcp_classifier_backend_batch_size", "Texts per batch sent, by backend", ["backend"], buckets=bounds, registry=None
+                )
+            counts = [count - (cumulative[i - 1][1] if i else 0) for i, (_, count) in enumerate(cumulative)]
+            before, texts_before = self._published.get(backend, ([0] * len(counts), 0))
+            child = self._sizes.labels(backend)
+            # prometheus_client offers no "add n observations to bucket i": its per-bucket values are incremented directly.
+            for bucket, (now, then) in zip(child._buckets, zip(counts, before, strict=True), strict=True):
+                if now > then:
+                    bucket.inc(now - then)
+            if reading.total_texts > texts_before:
+                child._sum.inc(reading.total_texts - texts_before)
+            self._published[backend] = (counts, reading.total_texts)
 
 
 class GatewayMetrics:
@@ -101,11 +169,25 @@ class GatewayMetrics:
             registry=self.registry,
         )
 
-        self.sse_streams = Gauge("mcp_classifier_sse_streams", "Legacy HTTP+SSE streams open on this replica", registry=self.registry)
-        self.websocket_connections = Gauge(
-            "mcp_classifier_websocket_connections", "WebSocket connections open on this replica", registry=self.registry
+        # multiprocess_mode: with several gateway workers, /metrics shows the sum over the live ones (the replica's total).
+        self.sse_streams = Gauge(
+            "mcp_classifier_sse_streams",
+            "Legacy HTTP+SSE streams open on this replica",
+            registry=self.registry,
+            multiprocess_mode="livesum",
         )
-        self.grpc_in_flight = Gauge("mcp_classifier_grpc_calls_in_flight", "Public gRPC API calls being answered", registry=self.registry)
+        self.websocket_connections = Gauge(
+            "mcp_classifier_websocket_connections",
+            "WebSocket connections open on this replica",
+            registry=self.registry,
+            multiprocess_mode="livesum",
+        )
+        self.grpc_in_flight = Gauge(
+            "mcp_classifier_grpc_calls_in_flight",
+            "Public gRPC API calls being answered",
+            registry=self.registry,
+            multiprocess_mode="livesum",
+        )
 
         self.door_requests = Counter(
             "mcp_classifier_door_requests",
@@ -124,6 +206,9 @@ class GatewayMetrics:
         )
         self.batching = BatchingCollector()
         self.registry.register(self.batching)
+        self._multiprocess_dir = multiprocess_dir()
+        if self._multiprocess_dir is not None:
+            BatchingMirror(self.batching)
 
     def observe_door(self, door: str, outcome: str, seconds: float) -> None:
         """One request through a door: counted, timed, and counted again under its kind when it failed."""
@@ -148,15 +233,21 @@ class GatewayMetrics:
         self.latency.labels(route).observe(seconds)
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        """This process's metrics; with several gateway workers, the sum over all of them (their shared files)."""
+        if self._multiprocess_dir is None:
+            return generate_latest(self.registry)
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry, path=self._multiprocess_dir)
+        return generate_latest(registry)
 
 
 # ---- logs ------------------------------------------------------------------------------------
 TEXT_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
-def configure_logging(level: str, log_format: str) -> None:
-    """stderr, one line per record: JSON objects (python-json-logger; ``extra`` fields become keys) or plain text."""
+def configure_logging(level: str, log_format: str, *, with_pid: bool = False) -> None:
+    """stderr, one line per record: JSON objects (python-json-logger; ``extra`` fields become keys) or plain text.
+    ``with_pid``: each line names its process (a gateway worker of `serve --workers N`: several write one stream)."""
     import logging
     import sys
 
@@ -164,11 +255,14 @@ def configure_logging(level: str, log_format: str) -> None:
     if log_format == "json":
         from pythonjsonlogger.json import JsonFormatter
 
+        fields = "%(levelname)s %(name)s %(process)d %(message)s" if with_pid else "%(levelname)s %(name)s %(message)s"
         handler.setFormatter(
-            JsonFormatter("%(levelname)s %(name)s %(message)s", rename_fields={"levelname": "level", "name": "logger"}, timestamp="time")
+            JsonFormatter(fields, rename_fields={"levelname": "level", "name": "logger", "process": "pid"}, timestamp="time")
         )
     else:
-        handler.setFormatter(logging.Formatter(TEXT_LOG_FORMAT))
+        handler.setFormatter(
+            logging.Formatter(TEXT_LOG_FORMAT.replace("%(name)s", "%(name)s[%(process)d]") if with_pid else TEXT_LOG_FORMAT)
+        )
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
 
 

@@ -7,7 +7,7 @@ backend, which cache and which edge live here and nowhere else.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .backend.base import ClassificationBackend
@@ -220,8 +220,10 @@ def build_http_app(
     *,
     tracing: bool,
     on_ready: Callable[[float | None], None] | None = None,
+    extra_services: Sequence[object] = (),
 ) -> FastAPI:
-    """The whole `serve` app: edge guard, Redis cache, hot reload, tracing, over the configured backend."""
+    """The whole `serve` app: edge guard, Redis cache, hot reload, tracing, over the configured backend.
+    ``extra_services`` start with the app and add to /health (a gateway worker's identity)."""
     from .edge import build_edge_guard
     from .transports.http import create_app, route_label
     from .transports.sse import local_sessions
@@ -230,7 +232,7 @@ def build_http_app(
     from .backend.answer_counts import AnswerCounts
 
     gateway = build_gateway(settings, wrap=lambda backend: AnswerCounts(redis.wrap_backend(backend), metrics), link=redis.link)
-    services: list[object] = [redis, edge.keys, gateway.tool_filter.embeddings, EmbedderRoute(gateway.embedder)]
+    services: list[object] = [redis, edge.keys, gateway.tool_filter.embeddings, EmbedderRoute(gateway.embedder), *extra_services]
     watch_batching(metrics, gateway.embedder, backend_kind(settings))
     if settings.categories_file is not None:
         from .hot_reload import HotReload

@@ -40,7 +40,10 @@ class RedisMetrics:
         self.outages = Counter(
             "mcp_classifier_redis_outages", "Times the circuit breaker opened (Redis considered down)", registry=registry
         )
-        self.redis_up = Gauge("mcp_classifier_redis_up", "1 while the Redis circuit is closed, 0 while open", registry=registry)
+        # With several gateway workers: 0 as soon as one worker's circuit is open.
+        self.redis_up = Gauge(
+            "mcp_classifier_redis_up", "1 while the Redis circuit is closed, 0 while open", registry=registry, multiprocess_mode="livemin"
+        )
         self.rate_limited = Counter("mcp_classifier_rate_limited", "Requests refused with 429 by the rate limiter", registry=registry)
         self.rate_limit_fail_open = Counter(
             "mcp_classifier_rate_limit_fail_open", "Requests let through unchecked because Redis was unavailable", registry=registry

@@ -66,7 +66,7 @@ class SseSessions:
         self.limits = limits
         self.owner = uuid.uuid4().hex[:12]  # this replica, written into the session keys (debugging aid)
         self.queues: dict[str, asyncio.Queue[bytes]] = {}
-        metrics.sse_streams.set_function(lambda: len(self.queues))  # read at scrape time: no count to keep in step
+        self._streams_gauge = metrics.sse_streams  # counted up and down, not read at scrape time: gateway workers add theirs up
         self.draining = False
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -110,6 +110,7 @@ class SseSessions:
         self.queues[session_id] = queue
         await self.bus.claim(session_id, self.owner)
         relay = asyncio.create_task(self._relay(session_id, queue), name=f"sse-relay-{session_id}")
+        self._streams_gauge.inc()
         try:
             yield {"event": "endpoint", "data": endpoint}
             last_message = time.monotonic()
@@ -135,6 +136,7 @@ class SseSessions:
             with contextlib.suppress(asyncio.CancelledError):
                 await relay
             self.queues.pop(session_id, None)
+            self._streams_gauge.dec()
             await self.bus.release(session_id)
 
     async def _relay(self, session_id: str, queue: asyncio.Queue[bytes]) -> None:
