@@ -1008,3 +1008,22 @@ def test_every_ray_container_gets_the_throughput_optimized_switch(helm: list[str
     containers = [c for group in (head, *workers) for c in group["template"]["spec"]["containers"]]
     assert containers and all(env_of(c)["RAY_SERVE_THROUGHPUT_OPTIMIZED"]["value"] == ("1" if enabled else "0") for c in containers)
     assert values_of("")["embedder"]["throughputOptimized"] is Settings.model_fields["ray_throughput_optimized"].default
+
+
+# ---- gateway workers ----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("gateway_values", "workers"),
+    [
+        ({}, "1"),  # the default request, 250m: one process
+        ({"resources": {"requests": {"cpu": "1500m"}}}, "2"),  # rounded up
+        ({"resources": {"requests": {"cpu": "4"}}}, "4"),
+        ({"resources": {"requests": {"cpu": 32}}}, "8"),  # capped by maxWorkers
+        ({"resources": {"requests": {"cpu": 32}}, "maxWorkers": 16}, "16"),
+        ({"workers": 3}, "3"),  # set outright
+    ],
+)
+def test_the_worker_count_follows_the_gateway_cpu_request(
+    helm: list[str], tmp_path: Path, gateway_values: dict[str, Any], workers: str
+) -> None:
+    docs = render(helm, tmp_path, values={"gateway": gateway_values})
+    assert one(docs, "ConfigMap", "-gateway")["data"]["MCP_CLASSIFIER_WORKERS"] == workers

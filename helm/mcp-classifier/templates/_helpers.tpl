@@ -423,3 +423,20 @@ tests/test_helm_chart.py renders this and compares it with `mcp-classifier serve
       "applications" (list $app) -}}
 {{- toYaml $config -}}
 {{- end -}}
+
+{{/* Gateway processes per pod: gateway.workers, or one per CPU the pod requests (rounded up), at most maxWorkers. */}}
+{{- define "mcp-classifier.gateway.workers" -}}
+{{- $g := .Values.gateway -}}
+{{- if gt (int $g.workers) 0 -}}
+{{- int $g.workers -}}
+{{- else -}}
+{{- $cpu := toString (dig "requests" "cpu" "1" ($g.resources | default dict)) -}}
+{{- $milli := 0 -}}
+{{- if hasSuffix "m" $cpu -}}
+{{- $milli = trimSuffix "m" $cpu | int -}}
+{{- else -}}
+{{- $milli = mulf (float64 $cpu) 1000 | int -}}
+{{- end -}}
+{{- max 1 (min (div (add $milli 999) 1000) (int $g.maxWorkers)) -}}
+{{- end -}}
+{{- end -}}
