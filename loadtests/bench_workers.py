@@ -122,7 +122,11 @@ def main(argv: list[str] | None = None) -> int:
         for server in servers.values():
             server.stop()
     other = LoadMark.take().other_pct_since(mark)
-    print(f"host: {uptime}; other processes over the run: {other:.0f}% of a core" if other is not None else f"host: {uptime}")
+    print(
+        f"host: {uptime}; CPU of every process but this one (servers, wrk, the rest of the host): {other:.0f}% of a core"
+        if other is not None
+        else f"host: {uptime}"
+    )
     base = {c: statistics.median(cells[(args.counts[0], c)].rps) for c in args.clients}
     floor_cols = " share of floor |" if floor else ""
     print(
