@@ -347,6 +347,11 @@ class Settings(BaseSettings):
         description="json: one JSON object per log line (each request's line has trace_id, session_id, era, method, tool, "
         "outcome, latency_ms and event_id on errors); text: plain lines for humans.",
     )
+    verbose: bool = Field(
+        False,
+        description="Show the embedded Ray node's own console output here too (its actors' and replicas' lines, Serve's "
+        "start-up lines, progress bars); off: they go to Ray's log files, whose folder is logged once at start.",
+    )
     drain_delay_s: float = Field(
         0.0,
         ge=0,
@@ -441,7 +446,7 @@ SETTINGS_GROUPS: tuple[SettingsGroup, ...] = (
         (
             "backend", "model_threads", "model_processes", "host", "port", "grpc_port", "grpc_reflection", "request_timeout_s", "max_text_length",
             "max_batch_texts", "max_body_bytes", "list_ttl_ms", "sse_max_streams", "sse_keepalive_s", "sse_session_idle_s",
-            "log_level", "log_format", "drain_delay_s", "shutdown_timeout_s",
+            "log_level", "log_format", "verbose", "drain_delay_s", "shutdown_timeout_s",
         ),
     ),
     SettingsGroup(
