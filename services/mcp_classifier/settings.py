@@ -357,6 +357,11 @@ class Settings(BaseSettings):
         "embedded Ray node and the workers reach it through Serve's gRPC proxy.",
     )
     max_workers: int = Field(8, ge=1, le=64, description="The most gateway processes workers 0 (one per usable CPU) starts.")
+    verbose: bool = Field(
+        False,
+        description="Show the embedded Ray node's own console output here too (its actors' and replicas' lines, Serve's "
+        "start-up lines, progress bars); off: they go to Ray's log files, whose folder is logged once at start.",
+    )
     drain_delay_s: float = Field(
         0.0,
         ge=0,
@@ -451,7 +456,7 @@ SETTINGS_GROUPS: tuple[SettingsGroup, ...] = (
         (
             "backend", "model_threads", "model_processes", "host", "port", "grpc_port", "grpc_reflection", "request_timeout_s", "max_text_length",
             "max_batch_texts", "max_body_bytes", "list_ttl_ms", "sse_max_streams", "sse_keepalive_s", "sse_session_idle_s",
-            "log_level", "log_format", "workers", "max_workers", "drain_delay_s", "shutdown_timeout_s",
+            "log_level", "log_format", "verbose", "workers", "max_workers", "drain_delay_s", "shutdown_timeout_s",
         ),
     ),
     SettingsGroup(

@@ -232,7 +232,7 @@ def build_http_app(
     from .backend.answer_counts import AnswerCounts
 
     gateway = build_gateway(settings, wrap=lambda backend: AnswerCounts(redis.wrap_backend(backend), metrics), link=redis.link)
-    services: list[object] = [redis, edge.keys, gateway.tool_filter.embeddings, EmbedderRoute(gateway.embedder), *extra_services]
+    services: list[object] = [edge.keys, gateway.tool_filter.embeddings, EmbedderRoute(gateway.embedder), *extra_services]
     watch_batching(metrics, gateway.embedder, backend_kind(settings))
     if settings.categories_file is not None:
         from .hot_reload import HotReload
@@ -264,6 +264,7 @@ def build_http_app(
         tool_filter=gateway.tool_filter,
         sse_sessions=local_sessions(settings, metrics, settings.max_body_bytes, redis.link),
         late_services=late_services,
+        background_services=[redis],  # its link loads redis-py and connects while the handshake already answers
         startup=gateway.startup,
         on_ready=on_ready,
     )

@@ -684,6 +684,25 @@ def test_every_metric_the_dashboard_queries_is_one_the_gateway_exports() -> None
     assert quantiles == {"0.5", "0.99"}, "p50 and p99 by door"
 
 
+def replica_series() -> set[str]:
+    """The replicas' own metrics as Ray exports them (prefixed ray_), read from where the deployment declares them."""
+    source = (REPO_ROOT / "services" / "mcp_classifier" / "embedder" / "deployment.py").read_text()
+    declared = re.findall(r'(Histogram|Gauge|Counter)\(\s*"(mcp_classifier_embedder_[a-z0-9_]+)"', source)
+    assert declared, "the deployment declares its metrics"
+    suffixes = {"Histogram": ("_bucket", "_sum", "_count"), "Gauge": ("",), "Counter": ("_total",)}
+    return {f"ray_{name}{suffix}" for kind, name in declared for suffix in suffixes[kind]}
+
+
+def test_the_dashboard_shows_each_replicas_batches_queue_and_forward_from_metrics_the_replicas_export() -> None:
+    dashboard = json.loads(DASHBOARD_FILE.read_text())
+    queries = dashboard_queries(dashboard)
+    used = {name for query in queries for name in re.findall(r"\bray_mcp_classifier_[a-z0-9_]+", query)}
+    assert used <= replica_series(), f"not exported by the replicas: {sorted(used - replica_series())}"
+    per_replica = [q for q in queries if "ray_mcp_classifier_embedder" in q and "by (replica" in q]
+    for wanted in ("batch_size_sum", "queue_depth", "forward_seconds_bucket", "queue_wait_seconds_bucket"):
+        assert any(wanted in q for q in per_replica), f"the dashboard shows {wanted} per replica"
+
+
 # ---- secrets -------------------------------------------------------------------------------------
 def test_api_keys_are_a_mounted_secret_file_and_nowhere_else(rendered: dict[str, list[dict[str, Any]]]) -> None:
     docs = rendered["external-redis"]

@@ -15,6 +15,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 
 from ..settings import Settings
 from .ingress_ports import bind_grpc_servers_to_node_ip, node_port_env
+from .ray_console import quiet_driver_logs, ray_logs_dir
 from .serve_config import SERVICER_FUNCTION, route_prefix
 
 if TYPE_CHECKING:
@@ -192,6 +193,7 @@ def start_local_serve(settings: Settings) -> int:
     from ray import serve
     from ray.serve.config import HTTPOptions, gRPCOptions
 
+    quiet_driver_logs(settings.verbose)
     grpc_port = free_port()
     metrics_port = settings.ray_metrics_port or free_port()
     init_ray_retrying(
@@ -201,7 +203,7 @@ def start_local_serve(settings: Settings) -> int:
             object_store_memory=settings.ray_object_store_mb * 2**20,
             include_dashboard=False,
             configure_logging=False,
-            log_to_driver=True,
+            log_to_driver=settings.verbose,  # off: actors' and replicas' output stays in Ray's log files
             namespace="mcp-classifier",
             _metrics_export_port=metrics_port,
             **node_options,
@@ -209,6 +211,11 @@ def start_local_serve(settings: Settings) -> int:
         lambda: (ray.shutdown(), end_processes_under(os.path.dirname(ray.__file__))),
     )
     node_ip = str(ray.util.get_node_ip_address())
+    log.info(
+        "the embedded Ray node's own logs (its actors and replicas): %s%s",
+        ray_logs_dir() or "Ray's session folder",
+        "" if settings.verbose else " (--verbose shows them on this console)",
+    )
     if loopback:
         try:
             require_loopback_node(node_ip)

@@ -106,6 +106,7 @@ def create_app(
     tool_filter: ToolFilter | None = None,
     sse_sessions: SseSessions | None = None,
     late_services: Sequence[Any] = (),
+    background_services: Sequence[Any] = (),
     startup: StartingBackend | None = None,
     on_ready: Callable[[float | None], None] | None = None,
 ) -> FastAPI:
@@ -115,7 +116,8 @@ def create_app(
     /health, /ready and /metrics. ``services`` are objects with async ``start()``/``close()``
     (e.g. the Redis link) started before the backend and closed after it; an optional
     ``health()`` dict of theirs is merged into /health. ``late_services`` start after the backend
-    and close before it. With ``startup`` (the backend's background start, under any wrapper) every door
+    and close before it. ``background_services`` start as tasks while the doors open (the Redis link: loading
+    redis-py and connecting must not hold the handshake); ``on_ready`` waits for them. With ``startup`` (the backend's background start, under any wrapper) every door
     answers at once and the late services, ``on_ready`` and the GC freeze follow the start. ``freeze_gc`` (for a process that serves
     only this app) moves everything alive after start-up out of the cyclic GC's reach.
     """
@@ -134,11 +136,12 @@ def create_app(
             await service.start()
             late_started.append(service)
 
-    async def when_started(late_started: list[Any]) -> None:
+    async def when_started(late_started: list[Any], background: list[asyncio.Task[None]]) -> None:
         """The backend's background start: then the late doors, the ready line; a failed start stops the server."""
         assert startup is not None
         try:
             await startup.wait_started()
+            await asyncio.gather(*background)
             await open_late_doors(late_started)
         except Exception as exc:  # noqa: BLE001 - the process cannot classify: say why and stop
             app.state.start_error = exc
@@ -149,16 +152,19 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        started: list[Any] = []
+        # Background services close last, whether or not their start finished (the Redis link outlives its users).
+        started: list[Any] = list(background_services)
+        background = [asyncio.create_task(service.start(), name=f"start-{type(service).__name__}") for service in background_services]
         try:
             for service in services:
                 await service.start()
                 started.append(service)
             await backend.start()  # with a StartingBackend (startup) this returns at once: the doors open now
             late_started: list[Any] = []
-            bring_up = asyncio.create_task(when_started(late_started)) if startup is not None else None
+            bring_up = asyncio.create_task(when_started(late_started, background)) if startup is not None else None
             try:
                 if bring_up is None:
+                    await asyncio.gather(*background)
                     await open_late_doors(late_started)
                 yield
             finally:
@@ -169,6 +175,9 @@ def create_app(
                     await service.close()
                 await backend.close()
         finally:
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
             for service in reversed(started):
                 await service.close()
 
@@ -286,7 +295,7 @@ def create_app(
 
     def extra_health() -> dict[str, Any]:
         extra: dict[str, Any] = {}
-        for service in services:
+        for service in (*background_services, *services):
             if hasattr(service, "health"):
                 extra.update(service.health())
         return extra
