@@ -330,17 +330,15 @@ def _add_tool_filter_route(app: FastAPI, tool_filter: ToolFilter, max_body_bytes
         correlation.note(era="rest", method="tools/filter")
         try:
             body = await read_json(request, max_body_bytes)
-            if not isinstance(body, dict) or not isinstance(body.get("tools"), list):
-                raise JsonRpcError(INVALID_PARAMS, "the body must be an object with a `tools` list (and `query` or `messages`)")
-            tools = body["tools"]
             try:
                 asked = filter_arguments(body, tool_filter.default_threshold)
-                selection = await tool_filter.select(asked.query, tools, asked.top_k, asked.threshold)
+                selection = await tool_filter.select(asked.query, asked.tools, asked.top_k, asked.threshold)
             except ToolError as exc:
                 raise JsonRpcError(INVALID_PARAMS, str(exc)) from None
         except JsonRpcError as exc:
             return rest_error(exc, "tools/filter", metrics)
-        kept = [tools[i] for i in selection.indices]
+        kept = [asked.tools[i] for i in selection.indices]
+        # ToolFilterAnswer's shape, written out: dumping the caller's tools through pydantic walks every nested value
         payload: dict[str, Any] = {"tools": kept, "filtered": selection.filtered, "total": selection.total, "kept": len(kept)}
         headers = {"X-Tool-Filter": f"{selection.total}->{len(kept)}", "X-Tool-Filter-Status": "filtered"}
         if selection.filtered:
