@@ -1,4 +1,4 @@
-"""The tool filter's pydantic models: one check for both doors, written as a schema.
+"""The tool filter's pydantic models: the check a request goes through is the schema /openapi.json shows.
 
 Refusals are short and our own (never the caller's value), null still means "not given", and the filter's
 answers, filtered or failed open, fit the answer model the document names.
@@ -14,9 +14,10 @@ import pytest
 from mcp_classifier.backend.base import BackendUnavailable
 from mcp_classifier.protocol.tools import ToolError
 from mcp_classifier.settings import Settings
-from mcp_classifier.toolfilter.filter_models import NOT_A_REQUEST, ToolFilterAnswer, parse_request
+from mcp_classifier.toolfilter.filter_models import NOT_A_REQUEST, ToolFilterAnswer, ToolFilterRequest, parse_request
 from mcp_classifier.toolfilter.tool_filter import filter_arguments
 from mcp_classifier.transports.http import create_app
+from mcp_classifier.transports.openapi import REF
 from mcp_classifier.wiring import build_dispatcher, build_tool_filter
 from tests.support import DEFAULT_MAX_BODY_BYTES
 from tests.support.asgi_client import asgi_client
@@ -64,6 +65,15 @@ def test_a_refusal_names_the_rule_and_never_the_value(body: Any, message: str) -
     with pytest.raises(ToolError) as refused:
         parse_request(body)
     assert str(refused.value) == message
+
+
+def test_the_document_shows_the_model_the_filter_checks_with(app_and_backend: Any) -> None:
+    app, _ = app_and_backend
+    document = app.openapi()
+    operation = document["paths"]["/v1/tools/filter"]["post"]
+    assert operation["requestBody"]["content"]["application/json"]["schema"] == {"$ref": REF.format(model="ToolFilterRequest")}
+    assert document["components"]["schemas"]["ToolFilterRequest"] == ToolFilterRequest.model_json_schema(ref_template=REF)
+    assert operation["responses"]["200"]["content"]["application/json"]["schema"] == {"$ref": REF.format(model="ToolFilterAnswer")}
 
 
 def test_answers_filtered_or_failed_open_fit_the_answer_model(app_and_backend: Any) -> None:

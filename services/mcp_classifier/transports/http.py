@@ -57,7 +57,8 @@ def rest_params(body: Any) -> dict[str, Any]:
 
 
 def _openapi_document(app: FastAPI) -> dict[str, Any]:
-    """FastAPI's document, less the 422 answers it adds for path parameters: no route here answers 422."""
+    """FastAPI's document, less the 422 answers it adds for path parameters (no route here answers 422), with the
+    schemas of the bodies the handlers read themselves (transports.openapi)."""
     if app.openapi_schema is None:
         document = get_openapi(title=app.title, version=__version__, routes=app.routes)
         for operations in document.get("paths", {}).values():
@@ -65,8 +66,7 @@ def _openapi_document(app: FastAPI) -> dict[str, Any]:
                 operation.get("responses", {}).pop("422", None)
         for name in ("HTTPValidationError", "ValidationError"):
             document.get("components", {}).get("schemas", {}).pop(name, None)
-        if not document.get("components", {}).get("schemas"):
-            document.pop("components", None)
+        document.setdefault("components", {}).setdefault("schemas", {}).update(openapi.components())
         app.openapi_schema = document
     return app.openapi_schema
 
