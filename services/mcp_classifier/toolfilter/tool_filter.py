@@ -19,13 +19,13 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..protocol.tools import Tool, ToolError, ToolRegistry
+from .filter_models import DEFAULT_TOP_K, parse_request
 from .query_clauses import request_clauses
 from .query_identifiers import keyword_query
 from .tool_ranking import LexicalIndexes, ToolRanking, hybrid_order, tool_fields, tool_texts
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TOP_K = 10
 DEFAULT_THRESHOLD = 0.3  # LiteLLM's similarity_threshold, on the cosine scale of larger embedding models
 # A model's cosines between a request and the tool it needs run on its own scale, so a threshold that
 # suits one model cuts another's relevant tools. Measured with eval-tools on the project's tool sets
@@ -64,35 +64,23 @@ def tool_name(tool: dict[str, Any]) -> str:
 @dataclass(frozen=True)
 class FilterArguments:
     query: str
+    tools: list[dict[str, Any]]
     top_k: int
     threshold: float
 
 
-def filter_arguments(arguments: dict[str, Any], default_threshold: float = DEFAULT_THRESHOLD) -> FilterArguments:
-    """The query, top_k and threshold of select_tools and of POST /v1/tools/filter, checked alike at both doors.
+def filter_arguments(arguments: Any, default_threshold: float = DEFAULT_THRESHOLD) -> FilterArguments:
+    """The query, tools, top_k and threshold of select_tools and of POST /v1/tools/filter, checked alike at both doors.
 
-    Integers as JSON Schema counts them (5.0 is 5); booleans are not numbers. ToolError names the problem.
+    The check is ToolFilterRequest's, the model /openapi.json documents the filter's body from. ToolError names the problem.
     """
-    top_k = arguments.get("top_k", DEFAULT_TOP_K)
-    if isinstance(top_k, float) and top_k.is_integer():
-        top_k = int(top_k)
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-        raise ToolError("top_k must be an integer of at least 1")
-    threshold = arguments.get("threshold")
-    if threshold is None:
-        threshold = default_threshold
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not -1 <= threshold <= 1:
-        raise ToolError("threshold must be a number from -1 to 1 (a cosine similarity)")
-    return FilterArguments(query_from(arguments), top_k, float(threshold))
+    asked = parse_request(arguments)
+    threshold = default_threshold if asked.threshold is None else asked.threshold
+    return FilterArguments(query_from(asked.query, asked.messages), asked.tools, asked.top_k, float(threshold))
 
 
-def query_from(arguments: dict[str, Any]) -> str:
+def query_from(query: str | None, messages: list[Any] | None) -> str:
     """`query`, else the last user message of `messages` (OpenAI or MCP shapes, text parts joined)."""
-    query, messages = arguments.get("query"), arguments.get("messages")
-    if query is not None and not isinstance(query, str):
-        raise ToolError("`query` must be a string")
-    if messages is not None and not isinstance(messages, list):
-        raise ToolError("`messages` must be a list of messages")
     if query and query.strip():
         return query
     if messages:
@@ -184,7 +172,8 @@ def select_tools_schema(max_tools: int, default_threshold: float = DEFAULT_THRES
 
 def register_tool_filter(registry: ToolRegistry, tool_filter: ToolFilter) -> None:
     async def select_tools(arguments: dict[str, Any]) -> dict[str, Any]:
-        tools, asked = arguments["tools"], filter_arguments(arguments, tool_filter.default_threshold)
+        asked = filter_arguments(arguments, tool_filter.default_threshold)
+        tools = asked.tools
         selection = await tool_filter.select(asked.query, tools, asked.top_k, asked.threshold)
         out: dict[str, Any] = {
             "tools": [{"name": tool_name(tools[i]), "score": s} for i, s in zip(selection.indices, selection.scores)]

@@ -57,7 +57,8 @@ def rest_params(body: Any) -> dict[str, Any]:
 
 
 def _openapi_document(app: FastAPI) -> dict[str, Any]:
-    """FastAPI's document, less the 422 answers it adds for path parameters: no route here answers 422."""
+    """FastAPI's document, less the 422 answers it adds for path parameters (no route here answers 422), with the
+    schemas of the bodies the handlers read themselves (transports.openapi)."""
     if app.openapi_schema is None:
         document = get_openapi(title=app.title, version=__version__, routes=app.routes)
         for operations in document.get("paths", {}).values():
@@ -65,8 +66,7 @@ def _openapi_document(app: FastAPI) -> dict[str, Any]:
                 operation.get("responses", {}).pop("422", None)
         for name in ("HTTPValidationError", "ValidationError"):
             document.get("components", {}).get("schemas", {}).pop(name, None)
-        if not document.get("components", {}).get("schemas"):
-            document.pop("components", None)
+        document.setdefault("components", {}).setdefault("schemas", {}).update(openapi.components())
         app.openapi_schema = document
     return app.openapi_schema
 
@@ -339,17 +339,15 @@ def _add_tool_filter_route(app: FastAPI, tool_filter: ToolFilter, max_body_bytes
         correlation.note(era="rest", method="tools/filter")
         try:
             body = await read_json(request, max_body_bytes)
-            if not isinstance(body, dict) or not isinstance(body.get("tools"), list):
-                raise JsonRpcError(INVALID_PARAMS, "the body must be an object with a `tools` list (and `query` or `messages`)")
-            tools = body["tools"]
             try:
                 asked = filter_arguments(body, tool_filter.default_threshold)
-                selection = await tool_filter.select(asked.query, tools, asked.top_k, asked.threshold)
+                selection = await tool_filter.select(asked.query, asked.tools, asked.top_k, asked.threshold)
             except ToolError as exc:
                 raise JsonRpcError(INVALID_PARAMS, str(exc)) from None
         except JsonRpcError as exc:
             return rest_error(exc, "tools/filter", metrics)
-        kept = [tools[i] for i in selection.indices]
+        kept = [asked.tools[i] for i in selection.indices]
+        # ToolFilterAnswer's shape, written out: dumping the caller's tools through pydantic walks every nested value
         payload: dict[str, Any] = {"tools": kept, "filtered": selection.filtered, "total": selection.total, "kept": len(kept)}
         headers = {"X-Tool-Filter": f"{selection.total}->{len(kept)}", "X-Tool-Filter-Status": "filtered"}
         if selection.filtered:
