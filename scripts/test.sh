@@ -16,6 +16,11 @@ while [ "$#" -gt 0 ] && [[ " ${ALL_TIERS[*]} " == *" $1 "* ]]; do tiers+=("$1");
 extra_args=$#  # pytest arguments after the tiers (-k ...): a run they leave empty is then no failure
 
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false RAY_AUTH_MODE="${RAY_AUTH_MODE:-disabled}"
+# The tiers start hundreds of Python processes (gateways, stdio servers, Ray workers, benchmark children). uv installs
+# no .pyc files, so with PYTHONDONTWRITEBYTECODE set (some CI and agent shells set it) each of those processes compiled
+# transformers, scikit-learn, scipy and Ray from source again: about 8 s of CPU more for every process that loads the
+# model. Writing the bytecode cache (into .venv and the git-ignored __pycache__ folders) compiles each module once.
+unset PYTHONDONTWRITEBYTECODE
 reports="$(mktemp -d)"
 trap 'rm -rf "$reports"' EXIT
 overall=0

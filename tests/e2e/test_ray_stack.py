@@ -8,7 +8,6 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -34,7 +33,8 @@ from tests.support.otlp_receiver import OtlpReceiver
 from tests.support.processes import ServerProcess, start_server
 from tests.support.tcp_forwarder import TcpForwarder
 
-pytestmark = [pytest.mark.slow, pytest.mark.embedded_ray]
+# An embedded node's start counts towards the first test that needs it: a loaded 2-core host took over 180 s for one.
+pytestmark = [pytest.mark.slow, pytest.mark.embedded_ray, pytest.mark.timeout(900)]
 
 TEXTS = [
     "what is 17 times 23",
@@ -520,14 +520,3 @@ def test_replicas_log_a_line_per_call_only_when_asked(ray_stack: ServerProcess, 
         assert lines >= len(TEXTS), f"{lines} access lines for {len(TEXTS)} calls"
     else:
         assert lines == 0, f"{lines} access lines with replica_access_log off"
-
-
-def test_sigterm_stops_the_embedded_ray_it_started(tmp_path: Path) -> None:
-    """Runs last in this module: its own `serve --backend ray`, stopped by its PID; no Ray process may outlive it."""
-    proc = start_server(tmp_path, "--backend", "ray", "--min-replicas", "1", "--max-replicas", "1", env={"RAY_AUTH_MODE": "disabled"})
-    children = psutil.Process(proc.process.pid).children(recursive=True)
-    assert any("raylet" in " ".join(c.cmdline()) for c in children if c.is_running())
-    proc.process.send_signal(signal.SIGTERM)
-    proc.process.wait(timeout=60)
-    gone, alive = psutil.wait_procs(children, timeout=30)
-    assert not alive, f"still running after SIGTERM: {[' '.join(p.cmdline())[:80] for p in alive]}"

@@ -30,9 +30,10 @@ from mcp_classifier.wiring import build_dispatcher, build_tool_filter
 from tests.support import DEFAULT_MAX_BODY_BYTES
 from tests.support.asgi_client import asgi_client
 from tests.support.fake_backend import FakeBackend
+from tests.support.fuzz import fuzz_cases
 
-HTTP_CASES = 6400
-STDIO_CASES = 2500  # with the OpenAPI fuzz (about 1,200 cases): about 10,000 in all
+HTTP_CASES = fuzz_cases(2000)
+STDIO_CASES = fuzz_cases(800)  # one real process: each case waits for its ping
 
 METHODS = ["initialize", "ping", "tools/list", "tools/call", "resources/list", "prompts/list", "notifications/initialized"]
 TOOLS = ["classify_text", "classify_batch", "select_tools", "list_categories"]
@@ -117,7 +118,7 @@ def test_any_body_at_mcp_gets_valid_jsonrpc_or_202(client: httpx.Client, body: b
         assert response.content == b""
 
 
-STATELESS_CASES = 2000
+STATELESS_CASES = fuzz_cases(1000)
 STATELESS_METHODS = [*METHODS, "server/discover", "resources/templates/list", "logging/setLevel", "resources/subscribe"]
 VERSIONS = st.sampled_from(["2026-07-28", "v999.0.0", "2025-06-18", ""]) | st.text(max_size=12)
 stateless_meta = st.fixed_dictionaries(
@@ -251,7 +252,7 @@ def test_any_line_over_stdio_gets_valid_jsonrpc_and_the_server_lives_on(stdio: S
 
 
 # ---- WebSocket: the same messages, with and without "jsonrpc", one connection for every case ----------
-WEBSOCKET_CASES = 1500
+WEBSOCKET_CASES = fuzz_cases(600)
 bare_message = message.map(lambda m: {k: v for k, v in m.items() if k != "jsonrpc"} if isinstance(m, dict) else m)
 frames = (payload | bare_message | st.lists(bare_message, max_size=4)).map(lambda p: json.dumps(p)) | st.text(max_size=60)
 

@@ -20,8 +20,9 @@ from mcp_classifier.transports.http import create_app
 from mcp_classifier.wiring import build_dispatcher, build_tool_filter
 from tests.support import DEFAULT_MAX_BODY_BYTES
 from tests.support.fake_backend import FakeBackend
+from tests.support.fuzz import fuzz_cases
 
-CASES_PER_OPERATION = 400  # 7 operations fuzzed: about 2,800 generated requests in all
+CASES_PER_OPERATION = fuzz_cases(150)  # 7 operations fuzzed: about 1,050 generated requests in all
 SSE_STREAM = "/sse"
 
 

@@ -2,7 +2,7 @@
 
 The rule is checked with a stand-in for "is this port free" (deterministic blocks); that the real
 check sees a port held the way a Serve replica's gRPC server holds it is checked on a real gRPC
-server. Two real embedded nodes on one host: tests/e2e/test_two_embedded_nodes.py.
+server. Two real embedded nodes on one host: tests/e2e/test_embedded_node.py.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Serve binds its gRPC proxy and the replicas' gRPC servers to ``[::]`` with no setting to change it;
 the hook each worker of a loopback node runs rewrites such binds to the node's IP. Checked here on
 real gRPC servers in this process (the hook's patch is undone after each test). The whole node,
-every socket of the real process tree: tests/e2e/test_loopback_sockets.py.
+every socket of the real process tree: tests/e2e/test_embedded_node.py and test_loopback_sockets.py.
 """
 
 from __future__ import annotations
