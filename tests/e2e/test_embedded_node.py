@@ -39,10 +39,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import statistics
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import NamedTuple
 
 import aiohttp
@@ -197,6 +199,22 @@ async def first_new_replica(gateway_pid: int, known: set[int], killed_at: float,
             return time.monotonic() - killed_at
         await asyncio.sleep(POLL_S)
     return None
+
+
+RAY_LOGS_LINE = re.compile(r"the embedded Ray node's own logs \(its actors and replicas\): (\S+)")
+
+
+def test_rays_own_output_stays_in_its_log_files_and_the_console_names_their_folder(node: Node) -> None:
+    """The gateway's console carries the gateway's lines: no actor- or replica-prefixed Ray lines, no Serve URL."""
+    console = node.server.log()
+    for foreign in ("(ServeController pid=", "(ServeReplica:", "(ProxyActor pid=", "is ready at http", "SIGTERM handler is not set"):
+        assert foreign not in console, f"Ray's output reached the gateway's console: {foreign!r}"
+    found = RAY_LOGS_LINE.search(console)
+    assert found, "the console names where Ray's own logs are"
+    logs = Path(found.group(1))
+    replica_logs = list((logs / "serve").glob("replica_*.log"))
+    assert replica_logs, f"no replica log under {logs}/serve"
+    assert any("Started" in path.read_text(errors="replace") for path in replica_logs), "the replicas' lines are in their files"
 
 
 def test_killing_a_replica_under_load_fails_no_request(node: Node) -> None:
