@@ -170,8 +170,13 @@ def check_classification(result: Any, n_categories: int, with_probabilities: boo
             raise InvalidAnswer("a probability is outside [0, 1]")
         if abs(sum(probabilities) - 1.0) > 0.01:
             raise InvalidAnswer(f"probabilities sum to {sum(probabilities):.4f}, not 1")
-        if confidence < max(probabilities) * 0.9:
+        # An answer in scope keeps the protocol's rule; one out of scope (no category fits, or a language the model
+        # does not read) has its confidence lowered on purpose (DESIGN §11), but never above the top probability.
+        in_scope = result.get("in_scope", True) is not False
+        if in_scope and confidence < max(probabilities) * 0.9:
             raise InvalidAnswer(f"confidence {confidence} is below 0.9 x the top probability {max(probabilities)}")
+        if not in_scope and confidence > max(probabilities) + 1e-6:
+            raise InvalidAnswer(f"an out-of-scope answer's confidence {confidence} is above the top probability {max(probabilities)}")
         entropy = result.get("entropy")
         if not isinstance(entropy, (int, float)) or entropy < 0 or entropy > math.log(n_categories) + 1e-6:
             raise InvalidAnswer(f"entropy {entropy!r} outside [0, ln {n_categories}]")
