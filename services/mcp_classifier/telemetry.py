@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
@@ -101,7 +102,7 @@ class BatchingMirror:
 
     def _run(self) -> None:
         while True:
-            threading.Event().wait(MIRROR_PERIOD_S)
+            time.sleep(MIRROR_PERIOD_S)
             self.sync()
 
     def sync(self) -> None:

@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from multiprocessing.queues import Queue
 from typing import Any
 
@@ -42,7 +43,7 @@ def _stop_when_orphaned() -> None:
 
     def watch() -> None:
         while os.getppid() == parent:
-            threading.Event().wait(PARENT_CHECK_S)
+            time.sleep(PARENT_CHECK_S)
         os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
