@@ -93,6 +93,13 @@ def test_one_variant_or_a_repeated_name_is_refused(capsys: pytest.CaptureFixture
     assert "two or more --path" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("count", ["0", "10000"])
+def test_a_text_count_the_bench_does_not_have_is_refused(count: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--path", "a=--backend local", "--path", "b=--backend local", "--texts", count])
+    assert "--texts must be between 1 and" in capsys.readouterr().err
+
+
 def test_the_table_ends_by_saying_what_else_ran_on_the_host_and_warns_past_the_threshold() -> None:
     fp16 = Arithmetic("float32", 128)
     references = {fp16: Reference(fp16, 400.0, 12.0, {}, [])}
