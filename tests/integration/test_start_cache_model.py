@@ -49,7 +49,13 @@ import logging, sys
 logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(message)s")
 from mcp_classifier.classify.build import build_classifier
 from mcp_classifier.settings import Settings
-build_classifier(Settings(model="example-org/minilm-copy", start_cache_dir=sys.argv[1]))
+build_classifier(Settings(model="example-org/minilm-copy", start_cache_dir=sys.argv[1], categories_file=sys.argv[2]))
+"""
+# Two categories: the keying is what is tested, and the packaged default's hundreds of examples only lengthen the first start.
+HUB_CATEGORIES = """
+categories:
+  - {name: cooking, description: "Recipes and cooking.", examples: ["how long do I boil an egg", "a quick pasta recipe"]}
+  - {name: devops, description: "Deploying and running services.", examples: ["restart a kubernetes pod", "roll back a deployment"]}
 """
 
 
@@ -69,10 +75,16 @@ def test_a_hub_model_gets_the_start_cache_through_its_local_snapshot(tmp_path: P
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text(revision)
     env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
+    categories = tmp_path / "categories.yaml"
+    categories.write_text(HUB_CATEGORIES)
 
     def start() -> str:
         done = subprocess.run(
-            [sys.executable, "-c", HUB_START, str(tmp_path / "cache")], env=env, capture_output=True, text=True, timeout=600
+            [sys.executable, "-c", HUB_START, str(tmp_path / "cache"), str(categories)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
         )
         assert done.returncode == 0, done.stderr[-3000:]
         return done.stdout
