@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +11,7 @@ import yaml
 
 from mcp_classifier.classify.categories import CategoryConfig, load_categories
 from mcp_classifier.classify.index import category_texts
+from mcp_classifier.cli import main
 from mcp_classifier.engine.encoder import TextEncoder
 from mcp_classifier.evaluation.doctor import TokenVectors, diagnose, render
 
@@ -92,7 +91,8 @@ def test_doctor_names_the_confusable_pair_first(
     assert "billing / payments" in text.replace("payments / billing", "billing / payments") and "confusable" in text
 
 
-def test_doctor_cli_prints_the_table_and_writes_a_report(categories_file: Path, tmp_path: Path) -> None:
+def test_doctor_cli_prints_the_table_and_writes_a_report(categories_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The command a user runs, called in process: its exit codes and output are the console script's."""
     queries = tmp_path / "queries.jsonl"
     queries.write_text(
         "\n".join(json.dumps(q) for q in [
@@ -101,22 +101,16 @@ def test_doctor_cli_prints_the_table_and_writes_a_report(categories_file: Path, 
             {"text": "my card got charged two times", "category": "billing"},
         ]) + "\n"
     )  # fmt: skip
-    done = subprocess.run(
-        [sys.executable, "-m", "mcp_classifier.cli", "doctor", "--categories-file", str(categories_file), "--queries", str(queries),
-         "--out", str(tmp_path / "report")],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "## Confusable categories" in done.stdout and "On your 3 labelled queries" in done.stdout
-    assert "if perfectly calibrated" in done.stdout
+    code = main(["doctor", "--categories-file", str(categories_file), "--queries", str(queries), "--out", str(tmp_path / "report")])
+    done = capsys.readouterr()
+    assert code == 0, done.err[-2000:]
+    assert "## Confusable categories" in done.out and "On your 3 labelled queries" in done.out
+    assert "if perfectly calibrated" in done.out
     assert (tmp_path / "report" / "doctor.md").read_text().startswith("# Categories doctor")
     report = json.loads((tmp_path / "report" / "doctor.json").read_text())
     assert {report["pairs"][0]["first"], report["pairs"][0]["second"]} == {"billing", "payments"}
     assert (tmp_path / "report" / "similarity.png").stat().st_size > 5000
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"text": "hello", "category": "no_such_category"}) + "\n")
-    refused = subprocess.run(
-        [sys.executable, "-m", "mcp_classifier.cli", "doctor", "--categories-file", str(categories_file), "--queries", str(bad)],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert refused.returncode == 1 and "no_such_category" in refused.stderr
+    code = main(["doctor", "--categories-file", str(categories_file), "--queries", str(bad)])
+    assert code == 1 and "no_such_category" in capsys.readouterr().err
