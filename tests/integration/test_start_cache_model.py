@@ -1,5 +1,5 @@
-"""The start cache with the real builtin:minilm: a second start answers exactly as the first, having embedded
-and fitted nothing; an edited categories file re-embeds only its new example."""
+"""The start cache with the real builtin:minilm: a second start answers exactly as the first, having embedded,
+fitted and probed nothing; an edited categories file re-embeds only its new example."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from mcp_classifier.classify.build import build_classifier
+from mcp_classifier.engine.encoder import TextEncoder
 from mcp_classifier.settings import Settings
 from tests.support.categories import DEFAULT_FILE
 
@@ -21,16 +22,31 @@ def _embedded_counts(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.getMessage().startswith("category texts:")]
 
 
-def test_a_second_start_reuses_the_embeddings_and_the_fit_and_answers_the_same(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="mcp_classifier.classify.start_cache")
-    settings = Settings(start_cache_dir=tmp_path / "cache")
+def test_a_second_start_reuses_the_embeddings_the_fit_and_the_probes_and_answers_the_same(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    caplog.set_level(logging.INFO, logger="mcp_classifier")
+    settings = Settings(start_cache_dir=tmp_path / "cache")  # the service's engine options: packing and fp16 weights asked for
     first = build_classifier(settings)
     cold = _embedded_counts(caplog)
     assert cold and all(", 0 from the start cache" in line for line in cold)
+    assert len(list((tmp_path / "cache").glob("probes-*.json"))) == 1
     caplog.clear()
-    second = build_classifier(settings)
+
+    def probe_run(*_: object) -> None:
+        raise AssertionError("a start with the probes' answers on disk ran a probe")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(TextEncoder, "measure_forward_overhead", probe_run)
+        patched.setattr(TextEncoder, "_packing_matches_padding", probe_run)
+        patched.setattr(TextEncoder, "apply_speed_up", probe_run)
+        second = build_classifier(settings)
     assert all(line.startswith("category texts: 0 embedded") for line in _embedded_counts(caplog))
     assert any(r.getMessage() == "fitted scorer from the start cache" for r in caplog.records)
+    assert any(r.getMessage().startswith("load-time checks: the answers of an earlier start") for r in caplog.records)
+    assert second.encoder.applied == first.encoder.applied and second.encoder.applied  # fp16 weights: on, as checked
+    assert second.encoder.pack_width == first.encoder.pack_width > 0
+    assert second.encoder.forward_overhead_tokens == first.encoder.forward_overhead_tokens
     for a, b in zip(first.classify(QUERIES), second.classify(QUERIES)):
         assert a.category == b.category
         np.testing.assert_allclose(a.probabilities, b.probabilities, atol=1e-6)
@@ -48,6 +64,7 @@ HUB_START = """
 import logging, sys
 logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(message)s")
 from mcp_classifier.classify.build import build_classifier
+from mcp_classifier.engine.encoder import TextEncoder
 from mcp_classifier.settings import Settings
 build_classifier(Settings(model="example-org/minilm-copy", start_cache_dir=sys.argv[1]))
 """
