@@ -34,10 +34,9 @@ def test_a_second_start_reuses_the_embeddings_the_fit_and_the_probes_and_answers
     caplog.clear()
 
     def probe_run(*_: object) -> None:
-        raise AssertionError("a start with the probes' answers on disk ran a probe")
+        raise AssertionError("a start with the checks' answers on disk ran a check")
 
     with monkeypatch.context() as patched:
-        patched.setattr(TextEncoder, "measure_forward_overhead", probe_run)
         patched.setattr(TextEncoder, "_packing_matches_padding", probe_run)
         patched.setattr(TextEncoder, "apply_speed_up", probe_run)
         second = build_classifier(settings)
@@ -46,7 +45,6 @@ def test_a_second_start_reuses_the_embeddings_the_fit_and_the_probes_and_answers
     assert any(r.getMessage().startswith("load-time checks: the answers of an earlier start") for r in caplog.records)
     assert second.encoder.applied == first.encoder.applied and second.encoder.applied  # fp16 weights: on, as checked
     assert second.encoder.pack_width == first.encoder.pack_width > 0
-    assert second.encoder.forward_overhead_tokens == first.encoder.forward_overhead_tokens
     for a, b in zip(first.classify(QUERIES), second.classify(QUERIES)):
         assert a.category == b.category
         np.testing.assert_allclose(a.probabilities, b.probabilities, atol=1e-6)

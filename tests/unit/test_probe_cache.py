@@ -10,7 +10,7 @@ import pytest
 
 from mcp_classifier.engine.probe_cache import MAX_PROBE_FILES, ProbeCache, ProbeResults, device_identity
 
-RESULTS = ProbeResults(forward_overhead_tokens=70.5, packing_agrees=True, speed_ups={"fp16 weights": 37, "fused norms": 0})
+RESULTS = ProbeResults(packing_agrees=True, speed_ups={"fp16 weights": 37, "fused norms": 0})
 
 
 def test_a_later_start_reads_what_an_earlier_one_wrote(tmp_path: Path) -> None:
@@ -21,7 +21,7 @@ def test_a_later_start_reads_what_an_earlier_one_wrote(tmp_path: Path) -> None:
 
 def test_a_torn_file_is_a_miss_with_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     cache = ProbeCache(tmp_path, "c" * 64)
-    cache.path.write_text('{"forward_overhead_tokens": 70')
+    cache.path.write_text('{"packing_agrees": tr')
     with caplog.at_level(logging.WARNING):
         assert cache.load() is None
     assert "probe cache: ignoring" in caplog.text

@@ -225,14 +225,12 @@ class TextEncoder:
         # HF fast tokenizers change their padding/truncation state per call: not safe to share
         # across threads, so calls are serialised (the forward itself runs concurrently).
         self._tokenizer_lock = threading.Lock()
-        # The load-time checks below, as an earlier start of this model on this host answered them (None: run them).
+        # The load-time checks below (not the forward's cost: a timing), as an earlier start of this model here answered them.
         probes = self._probe_cache()
         known = probes.load() if probes is not None else None
         self._apply_wanted(MODEL_SPEED_UPS, known)  # first: the forward's cost, measured next, is their kernels'
         # How costly a model call is next to padding: decides how a mixed batch is split (batch_plan).
-        self.forward_overhead_tokens = options.forward_overhead_tokens or (
-            known.forward_overhead_tokens if known is not None else self.measure_forward_overhead()
-        )
+        self.forward_overhead_tokens = options.forward_overhead_tokens or self.measure_forward_overhead()
         log.info("one forward costs about as much as %.0f tokens of padding", self.forward_overhead_tokens)
         packing_agrees = bool(options.pack_width) and (known.packing_agrees if known is not None else self._packing_matches_padding())
         self.pack_width = options.pack_width if packing_agrees else 0
@@ -241,10 +239,9 @@ class TextEncoder:
         self._apply_wanted(CALL_SPEED_UPS, known)  # last: they serve the batch plan and the pack width
         if probes is not None and known is None:
             wanted = [s.name for s in (*MODEL_SPEED_UPS, *CALL_SPEED_UPS) if s.wanted(self.device, self.options)]
-            probes.store(ProbeResults(self.forward_overhead_tokens, packing_agrees, {name: self.applied.get(name, 0) for name in wanted}))
+            probes.store(ProbeResults(packing_agrees, {name: self.applied.get(name, 0) for name in wanted}))
         elif probes is not None:
             log.info("load-time checks: the answers of an earlier start of this model here (%s)", probes.path)
-            self.embed_alone(["warm up"])  # the one-time costs of a first forward (allocations, kernel choice) before ready
 
     @property
     def info(self) -> EncoderInfo:

@@ -1,12 +1,14 @@
-"""The load-time checks' results, kept on disk so that the next start of the same model on the same host skips them.
+"""The load-time checks' answers, kept on disk so that the next start of the same model on the same host skips them.
 
-At load the encoder measures a forward's fixed cost, checks that packed rows give the padded
-embeddings, and checks each speed-up against the eager model. Each answer depends only on the
-model's files, the device (the CPU or GPU model and the threads it runs on), the dtype, the engine's
-options and the libraries' versions: all of them are in the key, so a second start reads the answers
-instead of running about a dozen probe forwards. A speed-up found off stays off; one found on is
-applied again without its comparison. A folder that cannot be read or written only costs the probes.
-Hand-written: a dozen numbers in one JSON file per key, the key being the product's own.
+At load the encoder checks that packed rows give the padded embeddings and compares each speed-up
+with the eager model: a dozen probe forwards whose answer depends only on the model's files, the
+device (the CPU or GPU model and the threads it runs on), the dtype, the engine's options and the
+libraries' versions. All of them are in the key, so a second start reads the answers: a speed-up
+found off stays off, one found on is applied again without its comparison. The forward's fixed cost
+is not kept: it is a timing, and a start on a busy host would fix a wrong one for good; measuring it
+again costs a few small forwards, which warm the model up before it is ready anyway. A folder that
+cannot be read or written only costs the checks.
+Hand-written: a few values in one JSON file per key, the key being the product's own.
 """
 
 from __future__ import annotations
@@ -22,13 +24,12 @@ from pathlib import Path
 import torch
 
 log = logging.getLogger(__name__)
-PROBES_FORMAT = 1  # bumped when what a probe measures or how it decides changes
+PROBES_FORMAT = 1  # bumped when what a check compares or how it decides changes
 MAX_PROBE_FILES = 64  # per folder, least recently written first out: each model, host or option change adds one
 
 
 @dataclass(frozen=True)
 class ProbeResults:
-    forward_overhead_tokens: float  # a forward's fixed cost in tokens of padding
     packing_agrees: bool  # packed rows gave the padded embeddings
     speed_ups: dict[str, int] = field(default_factory=dict)  # each speed-up asked for: what it changed, 0 where it is off
 
@@ -62,7 +63,7 @@ class ProbeCache:
     def load(self) -> ProbeResults | None:
         try:
             stored = json.loads(self.path.read_text(encoding="utf-8"))
-            return ProbeResults(float(stored["forward_overhead_tokens"]), bool(stored["packing_agrees"]), dict(stored["speed_ups"]))
+            return ProbeResults(bool(stored["packing_agrees"]), dict(stored["speed_ups"]))
         except FileNotFoundError:
             return None
         except (OSError, ValueError, KeyError, TypeError) as exc:  # a torn or foreign file: run the probes again
