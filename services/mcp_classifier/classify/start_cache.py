@@ -4,8 +4,8 @@ Two things, each under a key that changes whenever its result could:
 - the examples' and descriptions' embeddings (and token vectors), per text, under the model's signature
   (its files, dtype, device, pooling, layers, library versions): a changed file re-embeds only the texts
   that changed;
-- the fitted scorer (cross-validated fits of the scoring method, lexical and token fusion), under a hash
-  of everything it was fitted from.
+- the fitted scorer (cross-validated fits of the scoring method, lexical and token fusion) and the fitted
+  out-of-scope model, each under a hash of everything it was fitted from.
 A start with an unchanged file and model loads both and fits nothing. Files are pickles written by this
 service into its own cache folder (atomically: replicas of one node may start together); a file that
 fails to load is treated as absent, and a folder that cannot be written turns the cache off with a warning.
@@ -83,12 +83,12 @@ class StartCache:
         return vectors, [torch.from_numpy(np.asarray(stored[t][1])).to(encoder.device) for t in texts]
 
     # ---- fitted scorers ----------------------------------------------------------------------
-    def fitted(self, key: str, fit: Callable[[], T]) -> T:
+    def fitted(self, key: str, fit: Callable[[], T], what: str = "scorer") -> T:
         """``fit()``'s result for ``key`` (a content_key of what it is fitted from), computed once and kept."""
         path = self.directory / f"scorer-{content_key(self.signature, key)[:32]}.pkl"
         found = self._load(path)
         if found is not None:
-            log.info("fitted scorer from the start cache")
+            log.info("fitted %s from the start cache", what)
             return found
         result = fit()
         self._store(path, result)
