@@ -275,9 +275,10 @@ class Settings(BaseSettings):
     # --- categories ------------------------------------------------------------------------
     start_cache: bool = Field(
         True,
-        description="Keep what a start computes from the categories file (the examples' embeddings, the fitted scorer) on "
-        "disk, keyed by the model's files and settings and by each text: the next start with the same file skips both, and "
-        "an edited file re-embeds only the texts that changed.",
+        description="Keep what a start computes on disk: from the categories file the examples' embeddings and the fitted "
+        "scorer, keyed by the model's files and settings and by each text; from the model the load-time checks' answers "
+        "(packing, each speed-up), keyed by its files, device, dtype and engine settings. The next start skips all three, "
+        "and an edited file re-embeds only the texts that changed.",
     )
     start_cache_dir: Path | None = Field(
         None, description="Where the start cache lives; unset: $XDG_CACHE_HOME/mcp-classifier, else ~/.cache/mcp-classifier."

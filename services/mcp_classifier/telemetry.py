@@ -282,15 +282,16 @@ def setup_tracing(default_service_name: str) -> bool:
         return True
     import os
 
+    env = os.environ
+    endpoint = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    if not endpoint or env.get("OTEL_TRACES_EXPORTER", "otlp") == "none" or env.get("OTEL_SDK_DISABLED") == "true":
+        return False
+    # The SDK only where it exports: its resources module alone imports psutil, a cost the handshake need not wait for.
     from opentelemetry import trace
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    env = os.environ
-    endpoint = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-    if not endpoint or env.get("OTEL_TRACES_EXPORTER", "otlp") == "none" or env.get("OTEL_SDK_DISABLED") == "true":
-        return False
     attributes = {} if env.get("OTEL_SERVICE_NAME") else {"service.name": default_service_name}
     provider = TracerProvider(resource=Resource.create(attributes))
     protocol = env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "grpc"

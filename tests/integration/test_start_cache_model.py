@@ -1,5 +1,5 @@
-"""The start cache with the real builtin:minilm: a second start answers exactly as the first, having embedded
-and fitted nothing; an edited categories file re-embeds only its new example."""
+"""The start cache with the real builtin:minilm: a second start answers exactly as the first, having embedded,
+fitted and probed nothing; an edited categories file re-embeds only its new example."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from mcp_classifier.classify.build import build_classifier
+from mcp_classifier.engine.encoder import TextEncoder
 from mcp_classifier.settings import Settings
 from tests.support.categories import DEFAULT_FILE
 
@@ -21,18 +22,37 @@ def _embedded_counts(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.getMessage().startswith("category texts:")]
 
 
-def test_a_second_start_reuses_the_embeddings_and_the_fit_and_answers_the_same(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="mcp_classifier.classify.start_cache")
-    settings = Settings(start_cache_dir=tmp_path / "cache")
+def test_a_second_start_reuses_the_embeddings_the_fit_and_the_probes_and_answers_the_same(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    caplog.set_level(logging.INFO, logger="mcp_classifier")
+    scoped = yaml.safe_load(DEFAULT_FILE.read_text()) | {"detect_out_of_scope": True}  # an out-of-scope model to fit and keep
+    (tmp_path / "scoped.yaml").write_text(yaml.safe_dump(scoped, sort_keys=False))
+    # The service's engine options (packing and fp16 weights asked for), its token matching and its scope fit.
+    settings = Settings(start_cache_dir=tmp_path / "cache", categories_file=tmp_path / "scoped.yaml")
     first = build_classifier(settings)
     cold = _embedded_counts(caplog)
     assert cold and all(", 0 from the start cache" in line for line in cold)
+    assert len(list((tmp_path / "cache").glob("probes-*.json"))) == 1
     caplog.clear()
-    second = build_classifier(settings)
+
+    def probe_run(*_: object) -> None:
+        raise AssertionError("a start with the checks' answers on disk ran a check")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(TextEncoder, "_packing_matches_padding", probe_run)
+        patched.setattr(TextEncoder, "apply_speed_up", probe_run)
+        second = build_classifier(settings)
     assert all(line.startswith("category texts: 0 embedded") for line in _embedded_counts(caplog))
     assert any(r.getMessage() == "fitted scorer from the start cache" for r in caplog.records)
-    for a, b in zip(first.classify(QUERIES), second.classify(QUERIES)):
-        assert a.category == b.category
+    assert any(r.getMessage() == "fitted scope from the start cache" for r in caplog.records)
+    assert any(r.getMessage().startswith("load-time checks: the answers of an earlier start") for r in caplog.records)
+    assert second.encoder.applied == first.encoder.applied and second.encoder.applied  # fp16 weights: on, as checked
+    assert second.encoder.pack_width == first.encoder.pack_width > 0
+    off_topic = ["what is the best pizza topping", "how do I renew my passport"]
+    for a, b in zip(first.classify(QUERIES + off_topic), second.classify(QUERIES + off_topic)):
+        assert (a.category, a.in_scope) == (b.category, b.in_scope)
+        assert a.confidence == pytest.approx(b.confidence, abs=1e-6)
         np.testing.assert_allclose(a.probabilities, b.probabilities, atol=1e-6)
 
     document = yaml.safe_load(DEFAULT_FILE.read_text())

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 import torch
 
-from mcp_classifier.classify.start_cache import StartCache, content_key, model_signature
+from mcp_classifier.classify.start_cache import StartCache, content_key
+from mcp_classifier.engine.signature import model_signature
 
 
 class CountingEncoder:

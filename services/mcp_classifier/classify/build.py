@@ -83,12 +83,14 @@ def language_gate(settings: Settings, declared: tuple[str, ...]) -> LanguageGate
 def start_cache(settings: Settings, encoder: TextEncoder) -> StartCache | None:
     """The on-disk cache of the category texts' embeddings and the fitted scorer, where the model has files to key it by."""
     from ..engine.random_models import is_random_model
-    from .start_cache import StartCache, default_cache_dir, model_signature
+    from ..engine.signature import default_cache_dir, model_signature
+    from .start_cache import CACHE_FORMAT, StartCache
 
     if not settings.start_cache or is_random_model(settings.model):
         return None
     info = encoder.info
     described = (
+        f"format={CACHE_FORMAT}",
         settings.model,
         info.device,
         info.dtype,

@@ -7,7 +7,6 @@ import json
 from importlib import resources
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 DEFAULT_INSTRUCTION = "Given a user query, identify which topic category it belongs to"
@@ -145,6 +144,8 @@ def load_categories(path: Path | str | None = None) -> CategoryConfig:
             text = Path(path).read_text("utf-8")
         except OSError as exc:
             raise CategoryFileError(f"cannot read categories file {source}: {exc}") from exc
+    import yaml  # here, not at the top: the web layers import this module for its types, before any file is read
+
     try:
         raw = yaml.safe_load(text)  # YAML is a superset of JSON, so one parser serves both
     except yaml.YAMLError as exc:

@@ -48,7 +48,7 @@ class CategoryIndex:
         # A category's own words are its name's and description's: what its BM25 document and own tokens start from.
         own_texts = category_texts(config)
         label_array = np.asarray(labels, dtype=np.int64)
-        tokens = None
+        token_sets: tuple[Sequence[TokenSet], Sequence[TokenSet]] | None = None  # the examples' and each category's own
         indexed = texts + descriptions
         if token_matching == "off":
             vectors = cache.documents(encoder, indexed, with_tokens=False)[0] if cache else encoder.encode_documents(indexed)
@@ -56,21 +56,36 @@ class CategoryIndex:
             if cache:  # one read and at most one write of the cached texts for the whole build
                 vectors, all_tokens = cache.documents(encoder, indexed + own_texts, with_tokens=True)
                 assert all_tokens is not None
-                vectors, example_tokens, own_tokens = vectors[: len(indexed)], all_tokens[: len(indexed)], all_tokens[len(indexed) :]
+                vectors, token_sets = vectors[: len(indexed)], (all_tokens[: len(texts)], all_tokens[len(indexed) :])
             else:
                 vectors, example_tokens = encoder.encode_with_tokens(indexed, query=False)
                 _, own_tokens = encoder.encode_with_tokens(own_texts, query=False)
-            tokens = CategoryTokens(own_tokens, example_tokens[: len(texts)], label_array, device=encoder.device)
+                token_sets = (example_tokens[: len(texts)], own_tokens)
         example_vectors, description_vectors = vectors[: len(texts)], vectors[len(texts) :]
-        scope = _fit_scope(config, encoder, example_vectors, label_array, description_vectors, cache, background)
 
         def fit() -> CategoryScorer:
+            # The token bags only here: a scorer that keeps them carries them, so a cached one needs none built.
+            tokens = CategoryTokens(token_sets[1], token_sets[0], label_array, device=encoder.device) if token_sets else None
             return fit_category_scorer(method, example_vectors, texts, label_array, description_vectors, own_texts, lexical, tokens)
 
+        def fit_the_scope() -> ScopeModel | None:
+            return _fit_scope(config, encoder, example_vectors, label_array, description_vectors, cache, background)
+
         if cache is None:
-            return cls(config, example_vectors, label_array, description_vectors, fit(), scope)
+            return cls(config, example_vectors, label_array, description_vectors, fit(), fit_the_scope())
         key = content_key(texts, labels, descriptions, own_texts, method, lexical, token_matching)
-        return cls(config, example_vectors, label_array, description_vectors, cache.fitted(key, fit), scope)
+        scope_key = content_key(
+            "scope", texts, labels, descriptions, config.detect_out_of_scope, config.out_of_scope_examples, background,
+            tuple(c.threshold for c in config.categories),
+        )  # fmt: skip
+        return cls(
+            config,
+            example_vectors,
+            label_array,
+            description_vectors,
+            cache.fitted(key, fit),
+            cache.fitted(scope_key, fit_the_scope, "scope"),
+        )
 
     @property
     def calibration(self) -> Calibration:

@@ -4,8 +4,8 @@ Two things, each under a key that changes whenever its result could:
 - the examples' and descriptions' embeddings (and token vectors), per text, under the model's signature
   (its files, dtype, device, pooling, layers, library versions): a changed file re-embeds only the texts
   that changed;
-- the fitted scorer (cross-validated fits of the scoring method, lexical and token fusion), under a hash
-  of everything it was fitted from.
+- the fitted scorer (cross-validated fits of the scoring method, lexical and token fusion) and the fitted
+  out-of-scope model, each under a hash of everything it was fitted from.
 A start with an unchanged file and model loads both and fits nothing. Files are pickles written by this
 service into its own cache folder (atomically: replicas of one node may start together); a file that
 fails to load is treated as absent, and a folder that cannot be written turns the cache off with a warning.
@@ -20,20 +20,16 @@ import os
 import pickle
 import tempfile
 from collections.abc import Callable, Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from .. import __version__
-
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-CACHE_FORMAT = 1  # bumped when what is stored changes shape
+CACHE_FORMAT = 1  # bumped when what is stored changes shape (a part of every key)
 MAX_FILES = 24  # per folder, least recently used first out: each edit of a file or a model leaves entries behind
 MAX_STORED_TEXTS = 50_000  # per model signature: far more than any categories file, a bound on what edits leave behind
-LIBRARIES = ("torch", "transformers", "numpy", "scikit-learn", "rank-bm25")
 
 
 class DocumentEncoder(Protocol):
@@ -43,36 +39,6 @@ class DocumentEncoder(Protocol):
 
     def encode_documents(self, texts: Sequence[str]) -> np.ndarray: ...
     def encode_with_tokens(self, texts: Sequence[str], *, query: bool) -> tuple[np.ndarray, list[Any]]: ...
-
-
-def default_cache_dir() -> Path:
-    """$XDG_CACHE_HOME/mcp-classifier, else ~/.cache/mcp-classifier."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "mcp-classifier"
-
-
-def _library_versions() -> str:
-    versions = []
-    for name in LIBRARIES:
-        try:
-            versions.append(f"{name}={metadata.version(name)}")
-        except metadata.PackageNotFoundError:
-            versions.append(f"{name}=none")
-    return ",".join(versions)
-
-
-def model_signature(model_dir: str | None, description: Sequence[object]) -> str | None:
-    """A key for everything an embedding depends on: the model's files (name, size, mtime), the encoder's
-    settings in ``description``, this package's and the libraries' versions. None: not cacheable (no files)."""
-    if model_dir is None or not Path(model_dir).is_dir():
-        return None
-    files = []
-    for path in sorted(Path(model_dir).rglob("*")):
-        if path.is_file():
-            stat = path.stat()
-            files.append(f"{path.relative_to(model_dir)}:{stat.st_size}:{stat.st_mtime_ns}")
-    parts = [f"format={CACHE_FORMAT}", f"package={__version__}", _library_versions(), *map(str, description), *files]
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
 def content_key(*parts: object) -> str:
@@ -117,12 +83,12 @@ class StartCache:
         return vectors, [torch.from_numpy(np.asarray(stored[t][1])).to(encoder.device) for t in texts]
 
     # ---- fitted scorers ----------------------------------------------------------------------
-    def fitted(self, key: str, fit: Callable[[], T]) -> T:
+    def fitted(self, key: str, fit: Callable[[], T], what: str = "scorer") -> T:
         """``fit()``'s result for ``key`` (a content_key of what it is fitted from), computed once and kept."""
         path = self.directory / f"scorer-{content_key(self.signature, key)[:32]}.pkl"
         found = self._load(path)
         if found is not None:
-            log.info("fitted scorer from the start cache")
+            log.info("fitted %s from the start cache", what)
             return found
         result = fit()
         self._store(path, result)

@@ -24,7 +24,6 @@ from typing import TypeAlias
 
 import numpy as np
 import torch
-from sklearn.cluster import KMeans
 
 from .lexical import zscores
 
@@ -57,6 +56,10 @@ def _summarise(tokens: np.ndarray, limit: int) -> np.ndarray:
     """
     if not limit or len(tokens) <= limit:
         return tokens
+    # Imported here: scikit-learn takes seconds to import, and a start whose fitted scorer comes from the start cache
+    # builds no bags at all.
+    from sklearn.cluster import KMeans
+
     centroids = KMeans(n_clusters=limit, init="random", n_init=1, max_iter=KMEANS_ITERATIONS, random_state=0).fit(tokens).cluster_centers_
     return (centroids / np.maximum(np.linalg.norm(centroids, axis=1, keepdims=True), 1e-12)).astype(np.float32)
 

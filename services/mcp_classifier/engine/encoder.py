@@ -20,14 +20,16 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer
 from .accel import CALL_SPEED_UPS, MODEL_SPEED_UPS, CompiledLayers, CudaGraphs, Fp16Weights, FusedNorms, FusedRotary, SpeedUp
 from .accel.cuda_graphs import Capture, GraphedForward
 from .accel.fused_rotary import CompileBackend
-from .accel.verify import apply_checked, lowest_cosine, undo
+from .accel.verify import apply_checked, apply_known, lowest_cosine, undo
 from .batch_plan import plan_cost, plan_sub_batches
 from .cpu_features import amx_bf16_available
 from .errors import ModelLoadError
 from .model_card import declared_languages
 from .options import EngineOptions
 from .packing import PackedBatch, Pooling, attention_mask, pack, packed_cost, pool_packed, split_calls
+from .probe_cache import PROBES_FORMAT, ProbeCache, ProbeResults, device_identity
 from .random_models import build_random_model, is_random_model, random_model_config
+from .signature import model_signature
 from .st_modules import SentenceTransformerSpec, read_spec
 
 log = logging.getLogger(__name__)
@@ -223,14 +225,23 @@ class TextEncoder:
         # HF fast tokenizers change their padding/truncation state per call: not safe to share
         # across threads, so calls are serialised (the forward itself runs concurrently).
         self._tokenizer_lock = threading.Lock()
-        self._apply_wanted(MODEL_SPEED_UPS)  # first: the forward's cost, measured next, is their kernels'
+        # The load-time checks below (not the forward's cost: a timing), as an earlier start of this model here answered them.
+        probes = self._probe_cache()
+        known = probes.load() if probes is not None else None
+        self._apply_wanted(MODEL_SPEED_UPS, known)  # first: the forward's cost, measured next, is their kernels'
         # How costly a model call is next to padding: decides how a mixed batch is split (batch_plan).
         self.forward_overhead_tokens = options.forward_overhead_tokens or self.measure_forward_overhead()
         log.info("one forward costs about as much as %.0f tokens of padding", self.forward_overhead_tokens)
-        self.pack_width = options.pack_width if options.pack_width and self._packing_matches_padding() else 0
+        packing_agrees = bool(options.pack_width) and (known.packing_agrees if known is not None else self._packing_matches_padding())
+        self.pack_width = options.pack_width if packing_agrees else 0
         if self.pack_width:
             log.info("texts are packed into rows of about %d tokens (packed and padded embeddings agree)", self.pack_width)
-        self._apply_wanted(CALL_SPEED_UPS)  # last: they serve the batch plan and the pack width
+        self._apply_wanted(CALL_SPEED_UPS, known)  # last: they serve the batch plan and the pack width
+        if probes is not None and known is None:
+            wanted = [s.name for s in (*MODEL_SPEED_UPS, *CALL_SPEED_UPS) if s.wanted(self.device, self.options)]
+            probes.store(ProbeResults(packing_agrees, {name: self.applied.get(name, 0) for name in wanted}))
+        elif probes is not None:
+            log.info("load-time checks: the answers of an earlier start of this model here (%s)", probes.path)
 
     @property
     def info(self) -> EncoderInfo:
@@ -470,10 +481,34 @@ class TextEncoder:
         """The forward a CUDA graph records: packed inputs on the device in, the last layer out."""
         return self.model(**self._packed_inputs(input_ids, position_ids, segment_ids), **self._no_cache).last_hidden_state
 
-    def _apply_wanted(self, speed_ups: Sequence[SpeedUp]) -> None:
+    def _probe_cache(self) -> ProbeCache | None:
+        """Where the load-time checks' answers are kept for this model, device, dtype and options; None: off or no files."""
+        if self.options.probe_cache_dir is None:
+            return None
+        described = (
+            f"probes={PROBES_FORMAT}",
+            self.model_id,
+            device_identity(self.device),
+            self.dtype,
+            self.pooling,
+            self.max_seq_length,
+            self.feature_layers,
+            self.query_prefix,  # the probe texts are queries
+            replace(self.options, probe_cache_dir=None),
+        )
+        signature = model_signature(self.model_dir, described)
+        return ProbeCache(self.options.probe_cache_dir, signature) if signature else None
+
+    def _apply_wanted(self, speed_ups: Sequence[SpeedUp], known: ProbeResults | None = None) -> None:
+        """Each speed-up the options ask for, checked; or as ``known`` found it: off stays off, on is applied unchecked."""
         for speed_up in speed_ups:
-            if speed_up.wanted(self.device, self.options):
+            if not speed_up.wanted(self.device, self.options):
+                continue
+            found = known.speed_ups.get(speed_up.name) if known is not None else None
+            if found is None:
                 self.apply_speed_up(speed_up)
+            elif found:
+                apply_known(self, speed_up)
 
     def apply_speed_up(self, speed_up: SpeedUp) -> int:
         """Apply a speed-up where the probe's embeddings stay the eager model's; what it changed, 0 where it is off."""

@@ -8,7 +8,10 @@ call site.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
+
+from .signature import default_cache_dir
 
 if TYPE_CHECKING:  # the settings are read, never imported at run time: the engine loads without pydantic's models
     from ..settings import Settings
@@ -33,6 +36,7 @@ class EngineOptions:
     compiled_layers: Switch = "off"
     fp16_weights_max_tokens: int = 0  # CPU calls of at most this many tokens on fp16 weight copies; 0: none
     cuda_graphs: Switch = "off"
+    probe_cache_dir: Path | None = None  # where the load-time probes' results are kept (probe_cache); None: probed every load
 
     @classmethod
     def from_settings(cls, settings: Settings) -> EngineOptions:
@@ -45,4 +49,5 @@ class EngineOptions:
             compiled_layers=settings.compiled_layers,
             fp16_weights_max_tokens=settings.fp16_weights_max_tokens,
             cuda_graphs=settings.cuda_graphs,
+            probe_cache_dir=(settings.start_cache_dir or default_cache_dir()) if settings.start_cache else None,
         )

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from jsonschema import ValidationError
 
 from .excerpts import MAX_LISTED_NAMES, clip, describe_value, excerpt, name_list
+
+if TYPE_CHECKING:
+    from jsonschema import ValidationError
 
 _TYPE_WORDS = {
     "string": "a string",

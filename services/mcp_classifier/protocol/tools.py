@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from jsonschema import Draft202012Validator
 
 from .schema_errors import describe_schema_error
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
 
 ToolHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 MAX_REPORTED_PROBLEMS = 5  # argument errors named in one answer: a few say what to fix, hundreds would only grow it
@@ -77,10 +79,20 @@ class ToolRegistry:
     def register(self, tool: Tool) -> None:
         if tool.name in self._tools:
             raise ValueError(f"tool {tool.name!r} is registered already")
-        Draft202012Validator.check_schema(tool.input_schema)
         self._tools[tool.name] = tool
-        self._validators[tool.name] = Draft202012Validator(tool.input_schema)
         self._quick_checks[tool.name] = quick_check(tool.input_schema)
+
+    def _validator(self, name: str) -> Draft202012Validator:
+        """The tool's full schema check, built at the first call that needs it: jsonschema takes a tenth of a second or
+        more to import, which the MCP handshake (answered before the model loads) should not wait for."""
+        validator = self._validators.get(name)
+        if validator is None:
+            from jsonschema import Draft202012Validator
+
+            schema = self._tools[name].input_schema
+            Draft202012Validator.check_schema(schema)
+            validator = self._validators[name] = Draft202012Validator(schema)
+        return validator
 
     @property
     def names(self) -> list[str]:
@@ -98,7 +110,7 @@ class ToolRegistry:
         problems = (
             []
             if quick is not None and quick(arguments)
-            else sorted(self._validators[name].iter_errors(arguments), key=lambda e: list(e.path))
+            else sorted(self._validator(name).iter_errors(arguments), key=lambda e: list(e.path))
         )
         if problems:
             return tool_result({"error": _problems_message(problems)}, is_error=True)

@@ -62,6 +62,22 @@ def apply_checked(encoder: Encoder, speed_up: SpeedUp, probe_texts: Sequence[str
     return changed
 
 
+def apply_known(encoder: Encoder, speed_up: SpeedUp) -> int:
+    """Apply a speed-up that an earlier load of this model on this host checked (engine.probe_cache): no comparison."""
+    try:
+        changed = speed_up.apply(encoder)
+        if changed:
+            speed_up.settle(encoder)
+    except CHECK_FAILURES as exc:
+        undo(encoder, speed_up)
+        log.warning("%s are off: %s failed (%s: %s)", speed_up.name, speed_up.trial, type(exc).__name__, exc)
+        return 0
+    if changed:
+        encoder.applied[speed_up.name] = changed
+        log.info("%s; checked against the model's own at an earlier start", speed_up.describe(encoder, changed))
+    return changed
+
+
 def undo(encoder: Encoder, speed_up: SpeedUp) -> None:
     """The model's own route back, and the encoder's record of the speed-up cleared."""
     speed_up.undo(encoder)
