@@ -25,6 +25,8 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
+from ..engine.signature import prune_least_recent
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 CACHE_FORMAT = 1  # bumped when what is stored changes shape (a part of every key)
@@ -107,17 +109,6 @@ class StartCache:
             log.warning("start cache: ignoring %s (%s)", path, exc)
             return None
 
-    def _prune(self) -> None:
-        """Keep the MAX_FILES most recently used entries: what starts no longer read goes."""
-        used: list[tuple[int, Path]] = []
-        for entry in self.directory.glob("*.pkl"):
-            try:
-                used.append((entry.stat().st_mtime_ns, entry))
-            except FileNotFoundError:  # pruned meanwhile by a replica starting beside this one
-                continue
-        for _, stale in sorted(used, reverse=True)[MAX_FILES:]:
-            stale.unlink(missing_ok=True)
-
     def _store(self, path: Path, value: object) -> None:
         if not self._writable:
             return
@@ -128,7 +119,7 @@ class StartCache:
                 temporary = file.name
                 pickle.dump(value, file, protocol=pickle.HIGHEST_PROTOCOL)
             os.replace(temporary, path)  # atomic: a replica starting beside this one reads old or new, never half
-            self._prune()
+            prune_least_recent(self.directory, "*.pkl", MAX_FILES)
         except (OSError, pickle.PicklingError, TypeError, AttributeError) as exc:
             self._writable = False
             log.warning("start cache off for this process: cannot write %s (%s)", self.directory, exc)

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import torch
 
+from .signature import prune_least_recent
+
 log = logging.getLogger(__name__)
 PROBES_FORMAT = 1  # bumped when what a check compares or how it decides changes
 MAX_PROBE_FILES = 64  # per folder, least recently written first out: each model, host or option change adds one
@@ -78,18 +80,8 @@ class ProbeCache:
                 temporary = file.name
                 json.dump(asdict(results), file)
             os.replace(temporary, self.path)  # atomic: replicas starting together read the old file or the new one
-            self._prune()
+            prune_least_recent(self.path.parent, "probes-*.json", MAX_PROBE_FILES)
         except OSError as exc:
             log.warning("probe cache off: cannot write %s (%s)", self.path, exc)
             if temporary is not None:
                 Path(temporary).unlink(missing_ok=True)
-
-    def _prune(self) -> None:
-        written: list[tuple[int, Path]] = []
-        for entry in self.path.parent.glob("probes-*.json"):
-            try:
-                written.append((entry.stat().st_mtime_ns, entry))
-            except FileNotFoundError:  # pruned meanwhile by a replica starting beside this one
-                continue
-        for _, stale in sorted(written, reverse=True)[MAX_PROBE_FILES:]:
-            stale.unlink(missing_ok=True)

@@ -1,4 +1,4 @@
-"""Keys for what is computed from a model and kept on disk: its files, the libraries that run it, and the folder.
+"""Keys for what is computed from a model and kept on disk: its files, the libraries that run it, the folder and its pruning.
 
 The start cache (classify) keys the category texts' embeddings by it, the probe cache (engine) the
 load-time checks' results: both must change whenever the model's files, this package or a library
@@ -16,6 +16,18 @@ from pathlib import Path
 from .. import __version__
 
 LIBRARIES = ("torch", "transformers", "numpy", "scikit-learn", "rank-bm25")
+
+
+def prune_least_recent(directory: Path, pattern: str, keep: int) -> None:
+    """Keep the ``keep`` files matching ``pattern`` touched last (read or written): what starts no longer use goes."""
+    touched: list[tuple[int, Path]] = []
+    for entry in directory.glob(pattern):
+        try:
+            touched.append((entry.stat().st_mtime_ns, entry))
+        except FileNotFoundError:  # pruned meanwhile by a replica starting beside this one
+            continue
+    for _, stale in sorted(touched, reverse=True)[keep:]:
+        stale.unlink(missing_ok=True)
 
 
 def default_cache_dir() -> Path:
