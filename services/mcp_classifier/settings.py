@@ -222,6 +222,12 @@ class Settings(BaseSettings):
     ray_metrics_port: int = Field(
         0, ge=0, le=65535, description="Prometheus port of the embedded Ray node's metrics agent (replica histograms); 0 picks a free one."
     )
+    ray_proxy_start_timeout_s: float = Field(
+        300.0,
+        gt=0,
+        description="How long the embedded node's start waits for Serve's proxy. Ray's own wait is a fixed 60 s, which a "
+        "busy 2-core host can miss while the proxy is still starting: the start waits on up to this long, then fails.",
+    )
     replica_health_check_period_s: float = Field(
         2.0,
         gt=0,
@@ -497,7 +503,7 @@ SETTINGS_GROUPS: tuple[SettingsGroup, ...] = (
         (
             "serve_app_name", "serve_grpc_port", "ray_num_cpus", "ray_object_store_mb", "ray_throughput_optimized",
             "ray_direct_ingress", "ray_serve_api_url", "ray_auth_token_file", "replica_refresh_s", "ray_metrics_port",
-            "replica_health_check_period_s", "replica_access_log", "replica_num_cpus", "replica_cpu_pinning",
+            "ray_proxy_start_timeout_s", "replica_health_check_period_s", "replica_access_log", "replica_num_cpus", "replica_cpu_pinning",
             "replica_num_gpus", "min_replicas", "max_replicas", "target_ongoing_requests", "max_ongoing_requests",
             "grpc_max_attempts",
         ),

@@ -1,6 +1,7 @@
-"""The embedded Ray node's start: one more try where the first timed out, and ports picked beforehand that nothing else takes.
+"""The embedded Ray node's start: one more try where the first timed out, a wait on past Serve's fixed wait for
+its proxy, and ports picked beforehand that nothing else takes.
 
-Fakes stand in for ray.init and ray.shutdown: what is checked is the retry rule itself (a real start
+Fakes stand in for ray.init, ray.shutdown and serve.start: what is checked is the retry and wait rules themselves (a real start
 that times out cannot be provoked on demand; every real start runs in the Ray tests, tests/e2e).
 Ending what a failed start left running is checked on real processes.
 """
@@ -10,12 +11,18 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from mcp_classifier.embedder import local_cluster
-from mcp_classifier.embedder.local_cluster import end_processes_under, init_ray_retrying
+from mcp_classifier.embedder.local_cluster import (
+    ProxyStartTimeoutError,
+    end_processes_under,
+    init_ray_retrying,
+    start_serve_waiting_for_proxy,
+)
 
 NODE_TIMEOUT = Exception(
     "The current node timed out during startup. This could happen because some of the raylet failed to startup or the GCS has become overloaded."
@@ -182,3 +189,57 @@ def test_the_ephemeral_range_is_read_from_the_kernel_file(tmp_path: Path, text: 
 
 def test_an_unreadable_range_file_means_the_linux_default(tmp_path: Path) -> None:
     assert local_cluster.ephemeral_low(tmp_path / "absent") == local_cluster.LINUX_EPHEMERAL_LOW
+
+
+PROXY_TIMEOUT = TimeoutError("HTTP proxies not available after 60s.")  # serve.start's words when its fixed wait passes
+
+
+class FakeServe:
+    """serve.start that may raise Ray's proxy timeout, and a proxy that reports up after some reads."""
+
+    def __init__(self, start_failure: Exception | None, up_after_reads: int | None) -> None:
+        self.start_failure = start_failure
+        self.up_after_reads = up_after_reads
+        self.starts = 0
+        self.reads = 0
+
+    def start(self) -> None:
+        self.starts += 1
+        if self.start_failure:
+            raise self.start_failure
+
+    def proxies_up(self) -> bool:
+        self.reads += 1
+        return self.up_after_reads is not None and self.reads > self.up_after_reads
+
+
+def test_a_proxy_that_misses_rays_fixed_wait_is_waited_on_until_it_is_up(caplog: pytest.LogCaptureFixture) -> None:
+    serve = FakeServe(PROXY_TIMEOUT, up_after_reads=3)
+    start_serve_waiting_for_proxy(serve.start, serve.proxies_up, budget_s=30, poll_s=0)
+    assert (serve.starts, serve.reads) == (1, 4)  # started once: the controller it created goes on starting the proxy
+    assert "not up after Ray's own 60s wait" in caplog.text
+    assert "ray_proxy_start_timeout_s" in caplog.text
+
+
+def test_a_start_whose_proxy_is_up_at_once_reads_its_state_once(caplog: pytest.LogCaptureFixture) -> None:
+    serve = FakeServe(None, up_after_reads=0)
+    start_serve_waiting_for_proxy(serve.start, serve.proxies_up, budget_s=30, poll_s=0)
+    assert (serve.starts, serve.reads) == (1, 1)
+    assert "waiting on" not in caplog.text
+
+
+def test_a_proxy_never_up_fails_the_start_once_the_budget_is_spent() -> None:
+    serve = FakeServe(PROXY_TIMEOUT, up_after_reads=None)
+    began = time.monotonic()
+    with pytest.raises(ProxyStartTimeoutError, match=r"not up within 0.3 s .*ray_proxy_start_timeout_s"):
+        start_serve_waiting_for_proxy(serve.start, serve.proxies_up, budget_s=0.3, poll_s=0.05)
+    assert serve.reads >= 2  # it kept reading until the budget ran out, then gave up
+    assert time.monotonic() - began < 30  # bounded by the budget, not left waiting
+
+
+@pytest.mark.parametrize("failure", [TimeoutError("the GCS did not answer"), RuntimeError("port 9000 is in use")])
+def test_any_other_start_failure_is_raised_at_once(failure: Exception) -> None:
+    serve = FakeServe(failure, up_after_reads=0)
+    with pytest.raises(type(failure), match=str(failure)):
+        start_serve_waiting_for_proxy(serve.start, serve.proxies_up, budget_s=30, poll_s=0)
+    assert serve.reads == 0

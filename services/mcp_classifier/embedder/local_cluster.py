@@ -7,11 +7,12 @@ import logging
 import os
 import random
 import socket
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_fixed
+from tenacity import RetryCallState, Retrying, retry_if_exception, retry_if_result, stop_after_attempt, stop_after_delay, wait_fixed
 
 from ..settings import Settings
 from .ingress_ports import bind_grpc_servers_to_node_ip, node_port_env
@@ -28,6 +29,8 @@ DIRECT_INGRESS_DRAIN_ENV = "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S"
 RAY_START_ATTEMPTS = 2  # one more try where the node's first start timed out
 RAY_START_RETRY_WAIT_S = 1.0
 _NODE_START_TIMEOUT = "timed out during startup"  # Ray's message when its raylet or GCS misses the node's start deadline
+_PROXY_START_TIMEOUT = "proxies not available"  # serve.start's message when its proxy misses Ray's fixed wait
+PROXY_POLL_S = 1.0  # how often a late proxy's state is read while the start waits on it
 LOOPBACK_NODE_IP = "127.0.0.1"  # where the gateway reaches Serve's proxy, and the replicas' address in Serve's target groups
 # Ray turns a loopback node IP into the host's routable one unless cluster mode is off: the switch it
 # uses for single-host platforms (macOS, Windows), read from the environment on every platform.
@@ -104,6 +107,54 @@ def init_ray_retrying(
     ):
         with attempt:
             init()
+
+
+class ProxyStartTimeoutError(TimeoutError):
+    """Serve's proxy was not up within ray_proxy_start_timeout_s."""
+
+
+def start_serve_waiting_for_proxy(
+    start: Callable[[], object],
+    proxies_up: Callable[[], bool],
+    budget_s: float,
+    poll_s: float = PROXY_POLL_S,
+) -> None:
+    """Start Serve and return once its proxy is up, waiting on past Ray's own fixed wait where needed.
+
+    serve.start gives its proxy actor a hard-coded 60 s (HTTP_PROXY_TIMEOUT, not a setting). On a busy
+    2-core host the actor's worker can take longer to start, and serve.start then raises although the
+    controller it created goes on starting the proxy. That is a slow start, not a failed one: the wait goes
+    on up to ``budget_s`` from the start, reading the proxy's state through Serve's public status.
+    """
+    began = time.monotonic()
+    try:
+        start()
+    except TimeoutError as exc:
+        if _PROXY_START_TIMEOUT not in str(exc):
+            raise
+        log.warning(
+            "Serve's proxy is not up after Ray's own %s wait (a busy host?): waiting on, up to %g s from the start "
+            "(ray_proxy_start_timeout_s)",
+            str(exc).rsplit(" after ", 1)[-1].rstrip("."),
+            budget_s,
+        )
+    wait_for_proxy = Retrying(
+        stop=stop_after_delay(max(0.0, budget_s - (time.monotonic() - began))),
+        wait=wait_fixed(poll_s),
+        retry=retry_if_result(lambda up: not up),
+        retry_error_callback=lambda _state: False,
+    )
+    if not wait_for_proxy(proxies_up):
+        raise ProxyStartTimeoutError(f"Serve's proxy was not up within {budget_s:g} s of its start (ray_proxy_start_timeout_s)")
+
+
+def serve_proxies_up() -> bool:
+    """Every proxy Serve runs reports healthy (the embedded node has one: its gRPC doorway)."""
+    from ray import serve
+    from ray.serve.schema import ProxyStatus
+
+    proxies = serve.status().proxies
+    return bool(proxies) and all(state == ProxyStatus.HEALTHY for state in proxies.values())
 
 
 # Ports a Ray node binds by default when it starts (ray_constants: DEFAULT_DASHBOARD_AGENT_LISTEN_PORT,
@@ -222,10 +273,18 @@ def start_local_serve(settings: Settings) -> int:
         except NodeNotOnLoopbackError:
             stop_local_serve()
             raise
-    serve.start(
-        http_options=HTTPOptions(host="127.0.0.1", port=free_port()),
-        grpc_options=gRPCOptions(port=grpc_port, grpc_servicer_functions=[SERVICER_FUNCTION]),
-    )
+    try:
+        start_serve_waiting_for_proxy(
+            lambda: serve.start(
+                http_options=HTTPOptions(host="127.0.0.1", port=free_port()),
+                grpc_options=gRPCOptions(port=grpc_port, grpc_servicer_functions=[SERVICER_FUNCTION]),
+            ),
+            serve_proxies_up,
+            settings.ray_proxy_start_timeout_s,
+        )
+    except ProxyStartTimeoutError:
+        stop_local_serve()
+        raise
     deploy_app(settings)
     log.info(
         "embedded Ray Serve is up: gRPC on 127.0.0.1:%d, app %s, throughput-optimized %s, direct ingress %s; Ray metrics on "
