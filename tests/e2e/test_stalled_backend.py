@@ -3,7 +3,8 @@
 The replica answers Info but never Classify (tests/support/stalled_replica.py). 200 concurrent
 clients keep sending for 12 s. Every request must end within the deadline with a clean 503
 (queue full: come back later) or 504 (deadline passed), never hang or fail otherwise, the queue
-must stay bounded, and the gateway's memory must not grow with the offered load.
+must stay bounded, the gateway's memory must not grow with the offered load, and its log must hold
+no error: an overload is the caller's answer, not the gateway's fault.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import aiohttp
 import httpx
 import psutil
 
-from tests.support.processes import start_server
+from tests.support.processes import host_load, start_server
 from tests.support.stalled_replica import StalledReplica
 
 REQUEST_TIMEOUT_S = 1.0
@@ -29,6 +30,8 @@ DEADLINE_SLACK_S = 1.5  # the event loop is shared by 200 clients' worth of refu
 # The deadline is judged on the 99th percentile: the slowest single request also carries the host's worst
 # scheduling stall (the 200 clients run in this test's own process). Far beyond the deadline means held, not slowed.
 HELD_S = 10 * REQUEST_TIMEOUT_S
+# Both bounds are for a host with a core to spare. Where other work keeps the cores busy, the gateway and the
+# clients wait for a core between steps, so the bounds grow with the load the host shows after the run.
 BODY = {"name": "classify_text", "arguments": {"text": "is the replica going to answer this one"}}
 
 
@@ -89,6 +92,8 @@ def test_a_stalled_replica_gives_fast_clean_refusals_and_bounded_memory(tmp_path
     finally:
         server.stop()
         replica.stop()
+    errors = [line for line in server.log().splitlines() if '"level": "ERROR"' in line]
+    load = host_load()
 
     statuses = {status for status, _ in outcomes}
     durations = sorted(seconds for _, seconds in outcomes)
@@ -97,10 +102,13 @@ def test_a_stalled_replica_gives_fast_clean_refusals_and_bounded_memory(tmp_path
     timed_out = sum(1 for status, _ in outcomes if status == 504)
     assert statuses <= {503, 504}, sorted(statuses)  # nothing else: no hang, no reset, no 500
     assert refused > 0 and timed_out > 0, (refused, timed_out)  # the queue bound and the deadline both acted
-    assert p99 < REQUEST_TIMEOUT_S + DEADLINE_SLACK_S, (p99, slowest)
-    assert slowest < HELD_S, slowest  # no request held past its deadline
+    assert p99 < REQUEST_TIMEOUT_S + DEADLINE_SLACK_S * load, (p99, slowest, load)
+    assert slowest < HELD_S * load, (slowest, load)  # no request held past its deadline
     assert replica.servicer.stalled_calls >= 1
     assert health.status_code == 200  # still alive for its liveness probe
+    # Overload is answered, not an error of the gateway's: each refusal logs one warning, and nothing logs an error
+    # (every timed-out request used to leave a "Future exception was never retrieved" traceback).
+    assert errors == [], (len(errors), errors[:1])
     quarter = max(1, len(rss) // 4)
     early, late = max(rss[:quarter]), statistics.median(rss[-quarter:])
     assert max(rss) - baseline < 200, (baseline, max(rss))  # bounded: no per-request growth
@@ -108,5 +116,5 @@ def test_a_stalled_replica_gives_fast_clean_refusals_and_bounded_memory(tmp_path
     print(
         f"stalled replica, {CLIENTS} clients for {LOAD_S:.0f} s: {len(outcomes)} requests, {refused} refused 503, "
         f"{timed_out} timed out 504, 0 other; p99 {p99:.2f} s, slowest {slowest:.2f} s (deadline {REQUEST_TIMEOUT_S:g} s); "
-        f"RSS {baseline:.0f} MB before, {max(rss):.0f} MB peak, {late:.0f} MB in the last quarter"
+        f"host load {load:.2f}; RSS {baseline:.0f} MB before, {max(rss):.0f} MB peak, {late:.0f} MB in the last quarter"
     )

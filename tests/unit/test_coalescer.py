@@ -172,3 +172,43 @@ def test_close_ends_the_worker_even_when_its_cancel_lands_as_a_straggler_arrives
                     await caller
 
     asyncio.run(scenario())
+
+
+
+def test_callers_that_time_out_on_a_stalled_backend_are_dropped_and_leave_no_unretrieved_error() -> None:
+    """A backend that stalls past the deadline: every caller gets BackendTimeout at the deadline. Those still
+    queued are not sent once the backend is free, and the stalled batch's late failure is handed to no one.
+    A gateway in front of a stalled replica used to log "Future exception was never retrieved", with its
+    traceback, once for every request that timed out."""
+    import gc
+
+    from mcp_classifier.backend.base import BackendError, BackendTimeout
+
+    unhandled: list[dict] = []
+    sent: list[int] = []
+
+    async def scenario() -> None:
+        asyncio.get_running_loop().set_exception_handler(lambda _loop, context: unhandled.append(context))
+        release = asyncio.Event()
+
+        async def stalled_backend(texts: list[str], _contexts: list) -> list[ClassificationResult]:
+            sent.append(len(texts))
+            await release.wait()
+            raise BackendError("the embedder gave up")
+
+        coalescer = RequestCoalescer(
+            stalled_backend, batch_size=2, batch_window_ms=0.0, max_queue=64, request_timeout_s=0.2, max_concurrent_batches=1
+        )
+        coalescer.start()
+        try:
+            outcomes = await asyncio.gather(*(coalescer.submit([f"text {k}"]) for k in range(6)), return_exceptions=True)
+            assert all(isinstance(outcome, BackendTimeout) for outcome in outcomes), outcomes
+            release.set()  # the stalled batch fails now, after its callers left
+            await asyncio.sleep(0.2)
+        finally:
+            await coalescer.close()
+
+    asyncio.run(scenario())
+    gc.collect()  # an exception nobody retrieved is reported when its future is collected
+    assert sent == [2], sent  # only the batch already running was sent; the timed-out callers behind it were dropped
+    assert unhandled == [], [context.get("message") for context in unhandled]

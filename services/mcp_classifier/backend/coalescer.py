@@ -106,7 +106,10 @@ class RequestCoalescer(Generic[ResultT]):
         except asyncio.QueueFull:
             raise BackendOverloaded(f"more than {self._max_queue} requests are waiting; retry later") from None
         try:
-            return await asyncio.wait_for(asyncio.shield(future), self._timeout_s)
+            # Not shielded: a caller that times out or goes away cancels its future, so a batch not yet formed
+            # drops it and one already running has no one to hand a late error to (an unretrieved exception,
+            # logged with its traceback once per caller an overloaded backend let down).
+            return await asyncio.wait_for(future, self._timeout_s)
         except TimeoutError:
             raise BackendTimeout(f"{self._work} took longer than {self._timeout_s:g} s") from None
 
