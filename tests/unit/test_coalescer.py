@@ -174,7 +174,6 @@ def test_close_ends_the_worker_even_when_its_cancel_lands_as_a_straggler_arrives
     asyncio.run(scenario())
 
 
-
 def test_callers_that_time_out_on_a_stalled_backend_are_dropped_and_leave_no_unretrieved_error() -> None:
     """A backend that stalls past the deadline: every caller gets BackendTimeout at the deadline. Those still
     queued are not sent once the backend is free, and the stalled batch's late failure is handed to no one.
