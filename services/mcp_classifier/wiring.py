@@ -28,15 +28,20 @@ if TYPE_CHECKING:  # torch, Ray, FastAPI and Redis are imported only by the path
     from .backend.local import LocalBatchingBackend
     from .cache.redis_link import RedisLink
     from .cache.runtime import RedisRuntime
+    from .edge import EdgeGuard
+    from .edge.handshake import ASGIApp
 
 __all__ = [
     "Gateway",
+    "HttpDoors",
     "build_backend",
     "build_classifier",
     "build_dispatcher",
     "build_gateway",
     "build_grpc_backend",
+    "build_handshake_door",
     "build_http_app",
+    "build_http_doors",
     "build_local_backend",
 ]
 
@@ -213,25 +218,28 @@ def watch_batching(metrics: GatewayMetrics, embedder: ClassificationBackend, kin
     metrics.batching.watch(kind, batcher)
 
 
-def build_http_app(
-    settings: Settings,
-    redis: RedisRuntime,
-    metrics: GatewayMetrics,
-    *,
-    tracing: bool,
-    on_ready: Callable[[float | None], None] | None = None,
-    extra_services: Sequence[object] = (),
-) -> FastAPI:
-    """The whole `serve` app: edge guard, Redis cache, hot reload, tracing, over the configured backend.
+class HttpDoors(NamedTuple):
+    """What the HTTP doors are built from, without FastAPI: ready before the port is bound, so the handshake
+    answers from the start (transports.opening), and shared by the full app built after the bind."""
+
+    edge: EdgeGuard
+    gateway: Gateway
+    services: list[object]
+    late_services: list[object]
+
+
+def build_http_doors(
+    settings: Settings, redis: RedisRuntime, metrics: GatewayMetrics, *, tracing: bool, extra_services: Sequence[object] = ()
+) -> HttpDoors:
+    """The edge guard, the gateway (dispatcher, cached backend, tool filter) and the services the app starts.
     ``extra_services`` start with the app and add to /health (a gateway worker's identity)."""
+    from .backend.answer_counts import AnswerCounts
     from .edge import build_edge_guard
-    from .transports.http import create_app, route_label
-    from .transports.sse import local_sessions
+    from .transports.route_labels import route_label
 
     edge = build_edge_guard(settings, metrics, link=redis.link, redis_metrics=redis.metrics, route_label=route_label)
-    from .backend.answer_counts import AnswerCounts
-
     gateway = build_gateway(settings, wrap=lambda backend: AnswerCounts(redis.wrap_backend(backend), metrics), link=redis.link)
+    gateway.dispatcher.method_observer = metrics.observe_method
     services: list[object] = [edge.keys, gateway.tool_filter.embeddings, EmbedderRoute(gateway.embedder), *extra_services]
     watch_batching(metrics, gateway.embedder, backend_kind(settings))
     if settings.categories_file is not None:
@@ -253,17 +261,48 @@ def build_http_app(
                 metrics=metrics,
             )
         )
+    return HttpDoors(edge, gateway, services, late_services)
+
+
+def build_handshake_door(settings: Settings, doors: HttpDoors, metrics: GatewayMetrics) -> ASGIApp:
+    """`POST /mcp` for the handshake while the full app loads, behind the same middlewares as the full app's route."""
+    from .edge import EdgeMiddleware
+    from .transports.correlated import CorrelationMiddleware
+    from .transports.mcp_paths import McpPathMiddleware
+    from .transports.opening import HandshakeDoor
+
+    door = HandshakeDoor(doors.gateway.dispatcher, metrics.observe)
+    return McpPathMiddleware(CorrelationMiddleware(EdgeMiddleware(door, guard=doors.edge), observer=metrics.observe_door))
+
+
+def build_http_app(
+    settings: Settings,
+    redis: RedisRuntime,
+    metrics: GatewayMetrics,
+    *,
+    tracing: bool,
+    on_ready: Callable[[float | None], None] | None = None,
+    extra_services: Sequence[object] = (),
+    doors: HttpDoors | None = None,
+) -> FastAPI:
+    """The whole `serve` app: edge guard, Redis cache, hot reload, tracing, over the configured backend.
+    ``doors``: built already (before the bind); else built here with ``extra_services``."""
+    from .transports.http import create_app
+    from .transports.sse import local_sessions
+
+    doors = doors or build_http_doors(settings, redis, metrics, tracing=tracing, extra_services=extra_services)
+    gateway = doors.gateway
     app = create_app(
         gateway.dispatcher,
         gateway.backend,
         max_body_bytes=settings.max_body_bytes,
         metrics=metrics,
-        edge=edge,
-        services=services,
+        edge=doors.edge,
+        services=doors.services,
         freeze_gc=True,
         tool_filter=gateway.tool_filter,
         sse_sessions=local_sessions(settings, metrics, settings.max_body_bytes, redis.link),
-        late_services=late_services,
+        late_services=doors.late_services,
         background_services=[redis],  # its link loads redis-py and connects while the handshake already answers
         startup=gateway.startup,
         on_ready=on_ready,

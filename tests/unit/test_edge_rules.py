@@ -19,7 +19,8 @@ from mcp_classifier.edge.keys import ApiKeys, parse_keys_file
 from mcp_classifier.edge.origins import Allowlist, hosts_allowlist
 from mcp_classifier.settings import Settings
 from mcp_classifier.telemetry import GatewayMetrics
-from mcp_classifier.transports.http import create_app, route_label
+from mcp_classifier.transports.http import create_app
+from mcp_classifier.transports.route_labels import route_label
 from mcp_classifier.wiring import build_dispatcher, build_tool_filter
 from tests.support import API_KEY_IN_FILE, DEFAULT_MAX_BODY_BYTES
 from tests.support.asgi_client import asgi_client

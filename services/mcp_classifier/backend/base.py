@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, Protocol, runtime_checkable
-
-import numpy as np
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from ..classify.results import ClassificationResult, ClassifierInfo
+
+if TYPE_CHECKING:
+    import numpy as np
 
 EmbeddingKind = Literal["query", "document"]
 

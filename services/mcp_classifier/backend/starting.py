@@ -13,11 +13,13 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ..classify.results import ClassificationResult, ClassifierInfo
 from .base import BackendUnavailable, ClassificationBackend, EmbeddingKind
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger(__name__)
 

@@ -22,9 +22,8 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import orjson
 
 from ..backend.base import ClassificationBackend, EmbeddingKind
@@ -32,6 +31,9 @@ from ..classify.results import ClassificationResult, ClassifierInfo
 from .keys import KEY_PREFIX, KeyBuilder, Versions
 from .metrics import RedisMetrics
 from .redis_link import RedisLink
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger(__name__)
 

@@ -6,18 +6,24 @@ supervisor bound, and the supervisor alone prints the lines scripts read.
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 import math
 import socket
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from .. import __version__
 from ..settings import Settings
 
 if TYPE_CHECKING:
+    from fastapi import FastAPI
+
     from ..cache.runtime import RedisRuntime
+    from ..edge.handshake import ASGIApp
     from ..telemetry import GatewayMetrics
+    from ..transports.opening import FullApp
 
 
 def bind(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
@@ -58,6 +64,68 @@ def say_ready(settings: Settings, url: str, start_seconds: float | None, workers
     )
 
 
+class HttpGatewayApp:
+    """The app uvicorn serves: the handshake door from the bind, the full FastAPI app once built after it.
+
+    It stands in for the full app towards the server: draining, the stop on a failed start, the start's error.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        metrics: GatewayMetrics,
+        redis: RedisRuntime,
+        *,
+        tracing: bool,
+        on_ready: Callable[[float | None], None],
+        services: Sequence[object],
+    ) -> None:
+        from ..transports.opening import OpeningApp
+        from ..wiring import build_handshake_door, build_http_doors
+
+        self._settings, self._metrics, self._redis, self._tracing, self._on_ready = settings, metrics, redis, tracing, on_ready
+        self._doors = build_http_doors(settings, redis, metrics, tracing=tracing, extra_services=services)
+        self._full: FastAPI | None = None
+        self._draining = False
+        self._failure: BaseException | None = None
+        self.stop_server: Callable[[], None] = lambda: None  # set by the server: a failed start stops it
+        self.asgi = OpeningApp(
+            build_handshake_door(settings, self._doors, metrics),
+            self._build,
+            max_body_bytes=settings.max_body_bytes,
+            wait_s=settings.request_timeout_s,
+            on_failure=self._failed,
+        )
+
+    async def _build(self) -> FullApp:
+        from ..transports.opening import FullApp
+        from ..wiring import build_http_app
+
+        # FastAPI's import is most of the app's cost: on a worker thread, the event loop answers the handshake meanwhile.
+        await asyncio.to_thread(importlib.import_module, "..transports.http", __package__)
+        app = build_http_app(self._settings, self._redis, self._metrics, tracing=self._tracing, on_ready=self._on_ready, doors=self._doors)
+        app.state.stop_server = lambda: self.stop_server()
+        if self._draining:
+            app.state.start_draining()
+        self._full = app
+        return FullApp(cast("ASGIApp", app), lambda: app.router.lifespan_context(app))
+
+    def _failed(self, exc: BaseException) -> None:
+        self._failure = exc
+        self.stop_server()
+
+    def start_draining(self) -> None:
+        self._draining = True
+        if self._full is not None:
+            self._full.state.start_draining()
+
+    @property
+    def start_error(self) -> BaseException | None:
+        if self._failure is not None:
+            return self._failure
+        return self._full.state.start_error if self._full is not None else None
+
+
 def run_gateway(
     settings: Settings,
     metrics: GatewayMetrics,
@@ -73,24 +141,23 @@ def run_gateway(
 
     from ..telemetry import instrument_grpc_client, setup_tracing
     from ..transports.server import DrainingServer
-    from ..wiring import build_http_app
 
     tracing = setup_tracing("mcp-classifier-gateway")
     if tracing:
         instrument_grpc_client()
-    app = build_http_app(settings, redis, metrics, tracing=tracing, on_ready=on_ready, extra_services=services)
+    app = HttpGatewayApp(settings, metrics, redis, tracing=tracing, on_ready=on_ready, services=services)
     if announce:
         say_starting(settings, url_of(sock))
     config = uvicorn.Config(
-        app,
+        app.asgi,
         log_level=settings.log_level,
         log_config=None,  # uvicorn's records go through the root handler: one format (JSON or text) for the whole stream
         access_log=False,  # the gateway writes its own line per request (protocol.correlation)
         lifespan="on",
         timeout_graceful_shutdown=math.ceil(settings.shutdown_timeout_s),
     )
-    server = DrainingServer(config, drain_delay_s=settings.drain_delay_s, on_drain=app.state.start_draining)
-    app.state.stop_server = lambda: setattr(server, "should_exit", True)
+    server = DrainingServer(config, drain_delay_s=settings.drain_delay_s, on_drain=app.start_draining)
+    app.stop_server = lambda: setattr(server, "should_exit", True)
     try:
         server.run(sockets=[sock])
     finally:
@@ -98,7 +165,7 @@ def run_gateway(
             from ..telemetry import shutdown_tracing
 
             shutdown_tracing()
-    if app.state.start_error is not None:
-        print(f"mcp-classifier: the backend failed to start: {app.state.start_error}", file=sys.stderr)
+    if app.start_error is not None:
+        print(f"mcp-classifier: the backend failed to start: {app.start_error}", file=sys.stderr)
         return 1
     return 0

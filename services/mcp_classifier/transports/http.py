@@ -20,12 +20,11 @@ from .. import __version__
 from ..backend.base import ClassificationBackend
 from ..backend.starting import StartingBackend
 from ..edge import EdgeGuard, EdgeMiddleware
-from ..protocol import correlation, stateless
+from ..protocol import correlation
 from ..protocol.dispatcher import McpDispatcher
 from ..protocol.errors import ErrorKind, rule_of, settle
 from ..protocol.excerpts import clip, excerpt
 from ..protocol.jsonrpc import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, JsonRpcError
-from ..protocol.stateless import RoutingHeaders, is_stateless_request
 from ..protocol.tools import ToolError
 from ..settings import Settings
 from ..telemetry import GatewayMetrics
@@ -33,14 +32,14 @@ from ..toolfilter.tool_filter import ToolFilter, filter_arguments
 from . import openapi
 from .bodies import BodyTooLarge, body_too_large, json_response, read_body, read_json, refusal
 from .correlated import TOOL_FILTER_PATH, CorrelationMiddleware
+from .jsonrpc_post import answer_post
 from .mcp_paths import McpPathMiddleware
+from .route_labels import OPENAPI_PATH, REST_METHODS, route_label
 from .sse import SseSessions, add_sse_routes, local_sessions
 from .websocket import add_websocket_route
 
 log = logging.getLogger(__name__)
 
-OPENAPI_PATH = "/openapi.json"
-REST_METHODS = frozenset({"initialize", "tools/list", "tools/call", "resources/list", "prompts/list", "ping"})
 _ENVELOPE_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 
 
@@ -82,16 +81,6 @@ def routing_refusal(http_method: str, status: int, allow: str | None) -> tuple[s
     if status == HTTPStatus.METHOD_NOT_ALLOWED:
         return METHOD_NOT_ALLOWED, f"{excerpt(http_method)} is not allowed on this path" + (f"; use {allow}" if allow else "")
     return f"http_{status}", f"HTTP {status}"
-
-
-def route_label(path: str) -> str:
-    """Metrics label of a request path (bounded: unknown REST methods share one label)."""
-    if path.startswith("/mcp/"):
-        method = path[len("/mcp/") :]
-        return "/mcp/" + (method if method in REST_METHODS else "<unknown>")
-    return (
-        path if path in ("/mcp", "/health", "/ready", "/metrics", "/ws", "/sse", "/messages", TOOL_FILTER_PATH, OPENAPI_PATH) else "<other>"
-    )
 
 
 def create_app(
@@ -218,17 +207,11 @@ def create_app(
         return response
 
     async def _jsonrpc_answer(request: Request, body: bytes) -> Response:
-        """The MCP-Protocol-Version header picks the era: 2026-07-28 (stateless) rules, or the handshake era's."""
-        versions = request.headers.getlist("mcp-protocol-version")
-        if versions and is_stateless_request(versions[0]):
-            headers = RoutingHeaders(
-                tuple(versions), tuple(request.headers.getlist("mcp-method")), tuple(request.headers.getlist("mcp-name"))
-            )
-            stateless_answer = await dispatcher.handle_stateless_bytes(body, headers)
-            status = stateless.http_status(stateless_answer)
-            return Response(status_code=status) if stateless_answer is None else json_response(stateless_answer, status=status)
-        answer = await dispatcher.handle_bytes(body)
-        return Response(status_code=202) if answer is None else json_response(answer)
+        headers = request.headers
+        status, answer = await answer_post(
+            dispatcher, body, headers.getlist("mcp-protocol-version"), headers.getlist("mcp-method"), headers.getlist("mcp-name")
+        )
+        return Response(status_code=status) if answer is None else json_response(answer, status=status)
 
     @app.api_route("/mcp", methods=["GET", "DELETE"], include_in_schema=False)  # a clear 405, not an operation
     async def mcp_not_allowed() -> Response:

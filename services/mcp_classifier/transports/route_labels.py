@@ -1,0 +1,17 @@
+"""Metrics labels of request paths: bounded, so an unknown path or REST method cannot add a time series."""
+
+from __future__ import annotations
+
+from .correlated import TOOL_FILTER_PATH
+
+OPENAPI_PATH = "/openapi.json"
+REST_METHODS = frozenset({"initialize", "tools/list", "tools/call", "resources/list", "prompts/list", "ping"})
+_KNOWN_PATHS = frozenset({"/mcp", "/health", "/ready", "/metrics", "/ws", "/sse", "/messages", TOOL_FILTER_PATH, OPENAPI_PATH})
+
+
+def route_label(path: str) -> str:
+    """Metrics label of a request path (unknown REST methods share one label, unknown paths another)."""
+    if path.startswith("/mcp/"):
+        method = path[len("/mcp/") :]
+        return "/mcp/" + (method if method in REST_METHODS else "<unknown>")
+    return path if path in _KNOWN_PATHS else "<other>"
