@@ -205,7 +205,10 @@ class OpeningApp:
                 self._full = full.app
                 self._settled.set()
                 await self._closing.wait()
-        except Exception as exc:
+        except Exception as exc:  # said here; a failed start also stops the process (on_failure)
+            if self._settled.is_set():  # it served, and failed while stopping: the process is ending anyway
+                log.exception("the HTTP app failed while stopping")
+                return
             log.exception("the HTTP app failed to start")
             self._failure = exc
             self._settled.set()
