@@ -194,6 +194,16 @@ def test_an_unreadable_range_file_means_the_linux_default(tmp_path: Path) -> Non
 PROXY_TIMEOUT = TimeoutError("HTTP proxies not available after 60s.")  # serve.start's words when its fixed wait passes
 
 
+class ActorDiedError(Exception):
+    """Shaped like ray.exceptions.ActorDiedError for a proxy the controller killed at its ready check."""
+
+
+PROXY_KILLED = ActorDiedError(
+    "The actor died unexpectedly before finishing this task.\n\tclass_name: ProxyActor\n\tnamespace: serve\n"
+    "The actor is dead because it was killed by `ray.kill`."
+)
+
+
 class FakeServe:
     """serve.start that may raise Ray's proxy timeout, and a proxy that reports up after some reads."""
 
@@ -213,11 +223,12 @@ class FakeServe:
         return self.up_after_reads is not None and self.reads > self.up_after_reads
 
 
-def test_a_proxy_that_misses_rays_fixed_wait_is_waited_on_until_it_is_up(caplog: pytest.LogCaptureFixture) -> None:
-    serve = FakeServe(PROXY_TIMEOUT, up_after_reads=3)
+@pytest.mark.parametrize("late", [PROXY_TIMEOUT, PROXY_KILLED], ids=["serve.start-timed-out", "controller-killed-the-proxy"])
+def test_a_proxy_that_misses_rays_fixed_waits_is_waited_on_until_it_is_up(late: Exception, caplog: pytest.LogCaptureFixture) -> None:
+    serve = FakeServe(late, up_after_reads=3)
     start_serve_waiting_for_proxy(serve.start, serve.proxies_up, budget_s=30, poll_s=0)
-    assert (serve.starts, serve.reads) == (1, 4)  # started once: the controller it created goes on starting the proxy
-    assert "not up after Ray's own 60s wait" in caplog.text
+    assert (serve.starts, serve.reads) == (1, 4)  # started once: the controller it created goes on starting a proxy
+    assert f"not up within Ray's own wait ({str(late).splitlines()[0]}" in caplog.text
     assert "ray_proxy_start_timeout_s" in caplog.text
 
 
@@ -237,7 +248,9 @@ def test_a_proxy_never_up_fails_the_start_once_the_budget_is_spent() -> None:
     assert time.monotonic() - began < 30  # bounded by the budget, not left waiting
 
 
-@pytest.mark.parametrize("failure", [TimeoutError("the GCS did not answer"), RuntimeError("port 9000 is in use")])
+@pytest.mark.parametrize(
+    "failure", [TimeoutError("the GCS did not answer"), RuntimeError("port 9000 is in use"), ActorDiedError("class_name: ServeController")]
+)
 def test_any_other_start_failure_is_raised_at_once(failure: Exception) -> None:
     serve = FakeServe(failure, up_after_reads=0)
     with pytest.raises(type(failure), match=str(failure)):

@@ -30,6 +30,11 @@ RAY_START_ATTEMPTS = 2  # one more try where the node's first start timed out
 RAY_START_RETRY_WAIT_S = 1.0
 _NODE_START_TIMEOUT = "timed out during startup"  # Ray's message when its raylet or GCS misses the node's start deadline
 _PROXY_START_TIMEOUT = "proxies not available"  # serve.start's message when its proxy misses Ray's fixed wait
+_PROXY_ACTOR = "class_name: ProxyActor"  # in the error of a call to a proxy actor that died (ray.exceptions.ActorDiedError)
+# How long Serve's controller lets a starting proxy get ready before it kills it and starts another (its own
+# default, 5 s, grows by 5 s per restart). A busy 2-core host took longer than that to start the proxy's worker.
+PROXY_READY_CHECK_ENV = "RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S"
+PROXY_READY_CHECK_S = 30.0
 PROXY_POLL_S = 1.0  # how often a late proxy's state is read while the start waits on it
 LOOPBACK_NODE_IP = "127.0.0.1"  # where the gateway reaches Serve's proxy, and the replicas' address in Serve's target groups
 # Ray turns a loopback node IP into the host's routable one unless cluster mode is off: the switch it
@@ -119,23 +124,25 @@ def start_serve_waiting_for_proxy(
     budget_s: float,
     poll_s: float = PROXY_POLL_S,
 ) -> None:
-    """Start Serve and return once its proxy is up, waiting on past Ray's own fixed wait where needed.
+    """Start Serve and return once its proxy is up, waiting on past Ray's own fixed waits where needed.
 
-    serve.start gives its proxy actor a hard-coded 60 s (HTTP_PROXY_TIMEOUT, not a setting). On a busy
-    2-core host the actor's worker can take longer to start, and serve.start then raises although the
-    controller it created goes on starting the proxy. That is a slow start, not a failed one: the wait goes
-    on up to ``budget_s`` from the start, reading the proxy's state through Serve's public status.
+    serve.start gives its proxy actor a hard-coded 60 s (HTTP_PROXY_TIMEOUT, not a setting), and Serve's
+    controller kills a proxy that is not ready within its ready check and starts another. On a busy 2-core
+    host the actor's worker can take longer to start than either: serve.start then raises (a timeout, or the
+    killed actor's ActorDiedError) although the controller it created goes on starting a proxy. That is a slow
+    start, not a failed one: the wait goes on up to ``budget_s`` from the start, reading the proxy's state
+    through Serve's public status.
     """
     began = time.monotonic()
     try:
         start()
-    except TimeoutError as exc:
-        if _PROXY_START_TIMEOUT not in str(exc):
+    except Exception as exc:
+        if not _is_late_proxy(exc):
             raise
         log.warning(
-            "Serve's proxy is not up after Ray's own %s wait (a busy host?): waiting on, up to %g s from the start "
+            "Serve's proxy was not up within Ray's own wait (%s; a busy host?): waiting on, up to %g s from the start "
             "(ray_proxy_start_timeout_s)",
-            str(exc).rsplit(" after ", 1)[-1].rstrip("."),
+            str(exc).splitlines()[0],
             budget_s,
         )
     wait_for_proxy = Retrying(
@@ -146,6 +153,13 @@ def start_serve_waiting_for_proxy(
     )
     if not wait_for_proxy(proxies_up):
         raise ProxyStartTimeoutError(f"Serve's proxy was not up within {budget_s:g} s of its start (ray_proxy_start_timeout_s)")
+
+
+def _is_late_proxy(exc: BaseException) -> bool:
+    """serve.start's failures while its proxy is still starting: its own wait ran out, or the controller killed
+    a proxy that missed its ready check (the controller then starts another)."""
+    text = str(exc)
+    return (isinstance(exc, TimeoutError) and _PROXY_START_TIMEOUT in text) or _PROXY_ACTOR in text
 
 
 def serve_proxies_up() -> bool:
@@ -234,6 +248,7 @@ def start_local_serve(settings: Settings) -> int:
     os.environ[DIRECT_INGRESS_ENV] = "1" if settings.ray_direct_ingress else "0"
     # A stopping replica keeps serving until the gateway has re-read the list (Serve's default waits 30 s for a load balancer).
     os.environ[DIRECT_INGRESS_DRAIN_ENV] = f"{2 * settings.replica_refresh_s:g}"
+    os.environ.setdefault(PROXY_READY_CHECK_ENV, f"{PROXY_READY_CHECK_S:g}")
     if settings.ray_direct_ingress:  # the replicas' own ports: a block no other node on this host uses (ingress_ports)
         os.environ.update(node_port_env(settings.max_replicas, bindable_everywhere, os.environ))
     # A gateway on loopback keeps the node there too: otherwise the replicas answer anyone who reaches
