@@ -10,6 +10,7 @@ no error: an overload is the caller's answer, not the gateway's fault.
 from __future__ import annotations
 
 import asyncio
+import math
 import statistics
 import threading
 import time
@@ -18,6 +19,7 @@ from pathlib import Path
 import aiohttp
 import httpx
 import psutil
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.processes import host_load, start_server
 from tests.support.stalled_replica import StalledReplica
@@ -26,9 +28,9 @@ REQUEST_TIMEOUT_S = 1.0
 MAX_QUEUE = 64
 CLIENTS = 200
 LOAD_S = 12.0
-DEADLINE_SLACK_S = 1.5  # the event loop is shared by 200 clients' worth of refusals on 2 cores
-# The deadline is judged on the 99th percentile: the slowest single request also carries the host's worst
-# scheduling stall (the 200 clients run in this test's own process). Far beyond the deadline means held, not slowed.
+DEADLINE_SLACK_S = 1.5  # the gateway's event loop is shared by 200 clients' worth of refusals on 2 cores
+# The deadline is judged on the 99th percentile of what the gateway held: the slowest single request also
+# carries the host's worst scheduling stall. Far beyond the deadline means held, not slowed.
 HELD_S = 10 * REQUEST_TIMEOUT_S
 # Both bounds are for a host with a core to spare. Where other work keeps the cores busy, the gateway and the
 # clients wait for a core between steps, so the bounds grow with the load the host shows after the run.
@@ -55,6 +57,19 @@ async def offer_load(url: str) -> list[tuple[int, float]]:
 
         await asyncio.gather(*(client() for _ in range(CLIENTS)))
     return outcomes
+
+
+def held_within(metrics_text: str, route: str) -> dict[float, float]:
+    """Share of the route's requests the gateway answered within each bucket bound of its latency histogram."""
+    buckets = {
+        float(sample.labels["le"]): sample.value
+        for family in text_string_to_metric_families(metrics_text)
+        if family.name == "mcp_classifier_request_seconds"
+        for sample in family.samples
+        if sample.name.endswith("_bucket") and sample.labels.get("route") == route
+    }
+    total = buckets[math.inf]
+    return {le: count / total for le, count in buckets.items() if le != math.inf}
 
 
 def test_a_stalled_replica_gives_fast_clean_refusals_and_bounded_memory(tmp_path: Path) -> None:
@@ -89,6 +104,7 @@ def test_a_stalled_replica_gives_fast_clean_refusals_and_bounded_memory(tmp_path
         sampler.join()
         with httpx.Client(base_url=server.url, timeout=5) as probe:
             health = probe.get("/health")
+            held = held_within(probe.get("/metrics").text, "/mcp/tools/call")
     finally:
         server.stop()
         replica.stop()
@@ -102,8 +118,11 @@ def test_a_stalled_replica_gives_fast_clean_refusals_and_bounded_memory(tmp_path
     timed_out = sum(1 for status, _ in outcomes if status == 504)
     assert statuses <= {503, 504}, sorted(statuses)  # nothing else: no hang, no reset, no 500
     assert refused > 0 and timed_out > 0, (refused, timed_out)  # the queue bound and the deadline both acted
-    assert p99 < REQUEST_TIMEOUT_S + DEADLINE_SLACK_S * load, (p99, slowest, load)
-    assert slowest < HELD_S * load, (slowest, load)  # no request held past its deadline
+    # The deadline, as the gateway held each request (its own latency histogram): the clients' times also carry
+    # their own event loop, 200 clients' worth of refusals, and the kernel's queue.
+    bound = next(le for le in sorted(held) if le >= REQUEST_TIMEOUT_S + DEADLINE_SLACK_S * load)
+    assert held[bound] >= 0.99, (bound, held, load)
+    assert slowest < HELD_S * load, (slowest, load)  # and as the clients saw it: no request held far past its deadline
     assert replica.servicer.stalled_calls >= 1
     assert health.status_code == 200  # still alive for its liveness probe
     # Overload is answered, not an error of the gateway's: each refusal logs one warning, and nothing logs an error
@@ -115,6 +134,6 @@ def test_a_stalled_replica_gives_fast_clean_refusals_and_bounded_memory(tmp_path
     assert late <= early + 50, (early, late)  # and not climbing as the load goes on
     print(
         f"stalled replica, {CLIENTS} clients for {LOAD_S:.0f} s: {len(outcomes)} requests, {refused} refused 503, "
-        f"{timed_out} timed out 504, 0 other; p99 {p99:.2f} s, slowest {slowest:.2f} s (deadline {REQUEST_TIMEOUT_S:g} s); "
+        f"{timed_out} timed out 504, 0 other; held by the gateway within {bound:g} s: {held[bound]:.1%}; as the clients saw it: p99 {p99:.2f} s, slowest {slowest:.2f} s (deadline {REQUEST_TIMEOUT_S:g} s); "
         f"host load {load:.2f}; RSS {baseline:.0f} MB before, {max(rss):.0f} MB peak, {late:.0f} MB in the last quarter"
     )
