@@ -87,14 +87,13 @@ class HttpGatewayApp:
         self._doors = build_http_doors(settings, redis, metrics, tracing=tracing, extra_services=services)
         self._full: FastAPI | None = None
         self._draining = False
-        self._failure: BaseException | None = None
         self.stop_server: Callable[[], None] = lambda: None  # set by the server: a failed start stops it
         self.asgi = OpeningApp(
             build_handshake_door(settings, self._doors, metrics),
             self._build,
             max_body_bytes=settings.max_body_bytes,
             wait_s=settings.request_timeout_s,
-            on_failure=self._failed,
+            on_failure=lambda _exc: self.stop_server(),
         )
 
     async def _build(self) -> FullApp:
@@ -110,10 +109,6 @@ class HttpGatewayApp:
         self._full = app
         return FullApp(cast("ASGIApp", app), lambda: app.router.lifespan_context(app))
 
-    def _failed(self, exc: BaseException) -> None:
-        self._failure = exc
-        self.stop_server()
-
     def start_draining(self) -> None:
         self._draining = True
         if self._full is not None:
@@ -121,8 +116,8 @@ class HttpGatewayApp:
 
     @property
     def start_error(self) -> BaseException | None:
-        if self._failure is not None:
-            return self._failure
+        if self.asgi.failure is not None:
+            return self.asgi.failure
         return self._full.state.start_error if self._full is not None else None
 
 

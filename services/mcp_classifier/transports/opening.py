@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
@@ -107,15 +108,10 @@ class HandshakeDoor:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.perf_counter()
-        chunks: list[bytes] = []
-        while True:
-            message = await receive()
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
+        _, body = await read_body(receive, sys.maxsize)  # replayed whole by OpeningApp, which checked its size
         status, answer = await answer_post(
             self.dispatcher,
-            b"".join(chunks),
+            body or b"",
             header_values(scope, b"mcp-protocol-version"),
             header_values(scope, b"mcp-method"),
             header_values(scope, b"mcp-name"),
@@ -150,6 +146,11 @@ class OpeningApp:
     @property
     def is_open(self) -> bool:
         return self._full is not None
+
+    @property
+    def failure(self) -> BaseException | None:
+        """Why the full app could not be built or started (None while it is, or once it is up)."""
+        return self._failure
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
