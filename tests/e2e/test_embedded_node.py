@@ -56,10 +56,10 @@ from mcp_classifier.cache.embedded import find_redis_server
 from tests.support import assert_valid_classification
 from tests.support.categories import FINANCE_QUERY, write_with_finance
 from tests.support.listeners import Listener, exposed_listeners, is_loopback, tcp_listeners_over_time
-from tests.support.processes import ServerProcess, start_server
+from tests.support.processes import RAY_MODULE_TIMEOUT_S, ServerProcess, start_server
 
 # An embedded node's start counts towards the first test that needs it: a loaded 2-core host took over 180 s for one.
-pytestmark = [pytest.mark.slow, pytest.mark.embedded_ray, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.embedded_ray, pytest.mark.timeout(RAY_MODULE_TIMEOUT_S)]
 
 RAY_SERVERS = {"gcs_server", "raylet"}  # Ray's own programs: the listing must have seen them
 

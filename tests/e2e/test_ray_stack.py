@@ -30,11 +30,11 @@ from mcp_classifier.wiring import build_classifier
 from tests.support import assert_valid_classification
 from tests.support.categories import DEFAULT_FILE, FINANCE_QUERY, write_with_finance
 from tests.support.otlp_receiver import OtlpReceiver
-from tests.support.processes import ServerProcess, start_server
+from tests.support.processes import RAY_MODULE_TIMEOUT_S, ServerProcess, start_server
 from tests.support.tcp_forwarder import TcpForwarder
 
 # An embedded node's start counts towards the first test that needs it: a loaded 2-core host took over 180 s for one.
-pytestmark = [pytest.mark.slow, pytest.mark.embedded_ray, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.embedded_ray, pytest.mark.timeout(RAY_MODULE_TIMEOUT_S)]
 
 TEXTS = [
     "what is 17 times 23",
