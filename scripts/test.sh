@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The project's test command: every tier (unit, integration, e2e), one pytest run each, each timed.
+# The project's test command: every tier (unit, integration, e2e), each timed; e2e in two steps (see below).
 #   bash scripts/test.sh                 every tier (what .ci/run runs)
 #   bash scripts/test.sh unit            the fast tier, for day-to-day work
 #   bash scripts/test.sh unit -k edge    extra arguments go to pytest
@@ -26,29 +26,47 @@ trap 'rm -rf "$reports"' EXIT
 overall=0
 rows=()
 
-# One tier: pytest over tests/TIER with extra arguments; its report and row (tier, seconds, exit) in $reports.
-run_tier() {
-  local name=$1 started status workers=()
-  shift
+# One step: pytest over tests/TIER with its own and the caller's arguments; its report and row (step, seconds, exit)
+# in $reports under the step's name.
+run_step() {
+  local name=$1 tier=$2 started status
+  shift 2
+  names+=("$name")
   started=$(date +%s)
-  # The unit tier is in-process and light: one worker per core (pytest-xdist).
-  if [ "$name" = unit ]; then workers=(-n "${UNIT_WORKERS:-auto}"); fi
-  "$PYTHON" -m pytest -q -ra --durations=20 "${workers[@]}" --junitxml="$reports/$name.xml" "tests/$name" "$@"
+  "$PYTHON" -m pytest -q -ra --durations=20 --junitxml="$reports/$name.xml" "tests/$tier" "$@"
   status=$?
   if [ "$status" -eq 5 ] && [ "$extra_args" -gt 0 ]; then status=0; fi
   if [ "$status" -eq 5 ]; then echo "[test] $name collected no tests: failing on purpose" >&2; status=1; fi
   echo "$name $(( $(date +%s) - started )) $status" >"$reports/$name.row"
 }
 
-# The tiers run one after another. Side by side (integration beside the e2e tests without an embedded Ray)
-# was measured on a fresh clone: each took about twice its time alone (integration 1,242 s against 575-659),
-# more than running them in turn, and two bounded-time e2e tests failed. The embedded_ray marker still
-# selects the Ray tests (e.g. `bash scripts/test.sh e2e -m "not embedded_ray"` for a quicker e2e pass).
+# The tiers run one after another; side by side (integration beside the e2e tests without an embedded Ray) was
+# measured on a fresh clone: each took about twice its time alone (integration 1,242 s against 575-659), more
+# than running them in turn, and two bounded-time e2e tests failed.
+# - unit: in process and light, one worker per core (pytest-xdist).
+# - integration: one process. On two workers it took longer (558 s against 528) and 60% more CPU: its in-process
+#   model work already runs on every core.
+# - e2e: its modules mostly start processes and wait on them (a third of the host idle), so the modules that start
+#   no embedded Ray run on two workers, a module's tests on one worker (its servers start once); then the
+#   embedded-Ray modules run alone, in one process, since an embedded Ray node starts its own processes on every
+#   core and the tests bound a replica's restart by the start they measured. A run given its own -m runs the
+#   e2e tier in one process, as asked.
 names=()
 for tier in "${tiers[@]}"; do
   echo "[test] tier $tier"
-  run_tier "$tier" "$@"
-  names+=("$tier")
+  case "$tier" in
+    unit) run_step unit unit -n "${UNIT_WORKERS:-auto}" "$@" ;;
+    e2e)
+      if [[ " $* " == *" -m "* ]]; then
+        run_step e2e e2e "$@"
+      else
+        run_step e2e e2e -m "not embedded_ray" -n "${E2E_WORKERS:-2}" --dist loadfile "$@"
+        echo "[test] tier e2e: the embedded-Ray modules, alone"
+        run_step e2e-ray e2e -m embedded_ray "$@"
+      fi
+      ;;
+    *) run_step "$tier" "$tier" "$@" ;;
+  esac
 done
 for name in "${names[@]}"; do
   if [ -f "$reports/$name.row" ]; then
