@@ -222,6 +222,14 @@ class Settings(BaseSettings):
     ray_metrics_port: int = Field(
         0, ge=0, le=65535, description="Prometheus port of the embedded Ray node's metrics agent (replica histograms); 0 picks a free one."
     )
+    ray_worker_niceness: int = Field(
+        0,
+        ge=0,
+        le=19,
+        description="Nice value of the embedded node's workers (its replicas and Serve's actors). Ray's own default, 15, "
+        "puts them behind every other busy process on the host: beside two busy processes on 2 cores a node took about "
+        "6 times as long to start (docs/decisions/0038-embedded-ray-worker-niceness.md). 0: the gateway's own priority.",
+    )
     ray_proxy_start_timeout_s: float = Field(
         300.0,
         gt=0,
@@ -503,7 +511,7 @@ SETTINGS_GROUPS: tuple[SettingsGroup, ...] = (
         (
             "serve_app_name", "serve_grpc_port", "ray_num_cpus", "ray_object_store_mb", "ray_throughput_optimized",
             "ray_direct_ingress", "ray_serve_api_url", "ray_auth_token_file", "replica_refresh_s", "ray_metrics_port",
-            "ray_proxy_start_timeout_s", "replica_health_check_period_s", "replica_access_log", "replica_num_cpus", "replica_cpu_pinning",
+            "ray_worker_niceness", "ray_proxy_start_timeout_s", "replica_health_check_period_s", "replica_access_log", "replica_num_cpus", "replica_cpu_pinning",
             "replica_num_gpus", "min_replicas", "max_replicas", "target_ongoing_requests", "max_ongoing_requests",
             "grpc_max_attempts",
         ),

@@ -140,6 +140,14 @@ def test_every_listening_socket_of_the_process_tree_is_on_loopback(node: Node) -
     assert not exposed, "listening beyond loopback:\n" + "\n".join(map(str, exposed))
 
 
+def test_the_replicas_run_at_the_gateways_priority(node: Node) -> None:
+    """Ray would start them at nice 15, behind every busy process on the host (ray_worker_niceness is 0 by default)."""
+    replicas = replica_processes(node.server.process.pid)
+    assert replicas, "no replica process under the gateway"
+    gateway_nice = psutil.Process(node.server.process.pid).nice()
+    assert [p.nice() for p in replicas] == [gateway_nice] * len(replicas)
+
+
 def test_the_gateway_still_reaches_its_replicas(node: Node) -> None:
     """On loopback the replicas' address in Serve's target groups is 127.0.0.1, and the gateway calls them there."""
     embedder = httpx.get(f"{node.server.url}/health", timeout=10).json()["embedder"]

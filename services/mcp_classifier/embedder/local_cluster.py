@@ -35,6 +35,8 @@ _PROXY_ACTOR = "class_name: ProxyActor"  # in the error of a call to a proxy act
 # default, 5 s, grows by 5 s per restart). A busy 2-core host took longer than that to start the proxy's worker.
 PROXY_READY_CHECK_ENV = "RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S"
 PROXY_READY_CHECK_S = 30.0
+# Read by the raylet when it starts each worker: Ray lowers its workers' priority (nice 15) unless told otherwise.
+WORKER_NICENESS_ENV = "RAY_worker_niceness"
 PROXY_POLL_S = 1.0  # how often a late proxy's state is read while the start waits on it
 LOOPBACK_NODE_IP = "127.0.0.1"  # where the gateway reaches Serve's proxy, and the replicas' address in Serve's target groups
 # Ray turns a loopback node IP into the host's routable one unless cluster mode is off: the switch it
@@ -249,6 +251,7 @@ def start_local_serve(settings: Settings) -> int:
     # A stopping replica keeps serving until the gateway has re-read the list (Serve's default waits 30 s for a load balancer).
     os.environ[DIRECT_INGRESS_DRAIN_ENV] = f"{2 * settings.replica_refresh_s:g}"
     os.environ.setdefault(PROXY_READY_CHECK_ENV, f"{PROXY_READY_CHECK_S:g}")
+    os.environ[WORKER_NICENESS_ENV] = str(settings.ray_worker_niceness)
     if settings.ray_direct_ingress:  # the replicas' own ports: a block no other node on this host uses (ingress_ports)
         os.environ.update(node_port_env(settings.max_replicas, bindable_everywhere, os.environ))
     # A gateway on loopback keeps the node there too: otherwise the replicas answer anyone who reaches
