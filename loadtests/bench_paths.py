@@ -59,7 +59,6 @@ from loadtests.harness.servers import Server
 from loadtests.harness.tables import fmt
 from loadtests.harness.wrk import Wrk, wrk_available
 from mcp_classifier.cli import build_parser, settings_from_args
-from mcp_classifier.engine.encoder import pick_device, pick_dtype
 from mcp_classifier.settings import Settings
 
 DEFAULT_PATHS = {"local": "--backend local", "ray": "--backend ray"}
@@ -98,6 +97,8 @@ class Arithmetic:
 
 def arithmetic_of(flags: str) -> Arithmetic:
     """As a path's encoder resolves it: auto is fp32 on CPU, bf16/fp16 on CUDA; fp16 weights only for fp32 on a CPU."""
+    from mcp_classifier.engine.encoder import pick_device, pick_dtype  # imports torch: paid when a bench runs, not on import
+
     settings = path_settings(flags)
     device = pick_device(settings.device)
     dtype = str(pick_dtype(settings.dtype, device)).removeprefix("torch.")

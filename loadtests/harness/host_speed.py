@@ -16,7 +16,6 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mcp_classifier.engine.encoder import pick_device
 from mcp_classifier.settings import Settings
 from mcp_classifier.wiring import build_classifier
 
@@ -44,6 +43,8 @@ class HostSpeedCheck:
     def __init__(self, settings: Settings, texts: Sequence[str]) -> None:
         self.readings: list[HostReading] = []
         self._texts = list(texts)  # the reference's texts: a check reads on the same scale as its raw lone text
+        from mcp_classifier.engine.encoder import pick_device  # imports torch: paid by a bench that runs, not by its importers
+
         self._classifier = build_classifier(settings) if pick_device(settings.device).type == "cpu" else None
 
     def __call__(self, label: str) -> None:

@@ -6,20 +6,12 @@ callbacks that override async_pre_call_hook, so going through it also proves the
 
 from __future__ import annotations
 
-import asyncio
 import copy
-import os
+from types import ModuleType
 from typing import Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network here: litellm's bundled price map
+import pytest
 
-import litellm  # the dev extra installs it (mcp-classifier[litellm])
-from litellm.caching.dual_cache import DualCache
-from litellm.proxy._types import UserAPIKeyAuth
-from litellm.proxy.types_utils.utils import get_instance_fn
-from litellm.proxy.utils import ProxyLogging
-
-from mcp_classifier.integrations.litellm_tool_filter import METADATA_KEY, ToolFilterHook
 from tests.e2e.test_edge import auth_server  # noqa: F401 - the keyed gateway fixture
 from tests.support import API_KEY_IN_FILE, closed_port
 from tests.support.processes import ServerProcess
@@ -52,66 +44,64 @@ MESSAGES = [
 ]
 
 
-def run_proxy_pre_call(hook: ToolFilterHook, data: dict[str, Any]) -> dict[str, Any]:
-    """What the LiteLLM proxy does with a /chat/completions body before calling the model."""
-    litellm.callbacks = [hook]
-    try:
-        proxy_logging = ProxyLogging(user_api_key_cache=DualCache())
-        return asyncio.run(proxy_logging.pre_call_hook(user_api_key_dict=UserAPIKeyAuth(), data=data, call_type="completion"))
-    finally:
-        litellm.callbacks = []
+@pytest.fixture(scope="module")
+def proxy() -> ModuleType:
+    """litellm and the hook, imported when this module's tests run rather than when the e2e tier is collected."""
+    from tests.support import litellm_proxy
+
+    return litellm_proxy
 
 
 def request(**extra: Any) -> dict[str, Any]:
     return {"model": "gpt-4o-mini", "messages": copy.deepcopy(MESSAGES), "tools": copy.deepcopy(OPENAI_TOOLS), **extra}
 
 
-def test_the_proxy_sends_only_the_relevant_tools_in_their_own_shape(server: ServerProcess) -> None:
-    hook = ToolFilterHook(server.url, top_k=3, threshold=0.0, min_tools=5, timeout_s=30)
-    out = run_proxy_pre_call(hook, request())
+def test_the_proxy_sends_only_the_relevant_tools_in_their_own_shape(proxy: ModuleType, server: ServerProcess) -> None:
+    hook = proxy.ToolFilterHook(server.url, top_k=3, threshold=0.0, min_tools=5, timeout_s=30)
+    out = proxy.run_proxy_pre_call(hook, request())
     assert 1 <= len(out["tools"]) <= 3
     assert out["tools"][0] == OPENAI_TOOLS[0]  # the weather tool, unchanged, first
     assert all(tool in OPENAI_TOOLS for tool in out["tools"])
-    assert out["metadata"][METADATA_KEY] == f"{len(OPENAI_TOOLS)}->{len(out['tools'])}"
+    assert out["metadata"][proxy.METADATA_KEY] == f"{len(OPENAI_TOOLS)}->{len(out['tools'])}"
 
 
-def test_a_forced_tool_choice_survives_the_filter(server: ServerProcess) -> None:
-    hook = ToolFilterHook(server.url, top_k=2, threshold=0.0, min_tools=5, timeout_s=30)
+def test_a_forced_tool_choice_survives_the_filter(proxy: ModuleType, server: ServerProcess) -> None:
+    hook = proxy.ToolFilterHook(server.url, top_k=2, threshold=0.0, min_tools=5, timeout_s=30)
     forced = {"type": "function", "function": {"name": "play_music"}}
-    out = run_proxy_pre_call(hook, request(tool_choice=forced))
+    out = proxy.run_proxy_pre_call(hook, request(tool_choice=forced))
     names = [t["function"]["name"] for t in out["tools"]]
     assert "play_music" in names and names[0] == "get_weather" and out["tool_choice"] == forced
 
 
-def test_nothing_relevant_removes_the_tools_instead_of_sending_an_empty_list(server: ServerProcess) -> None:
-    hook = ToolFilterHook(server.url, top_k=3, threshold=0.99, min_tools=5, timeout_s=30)
-    out = run_proxy_pre_call(hook, request(tool_choice="auto"))
+def test_nothing_relevant_removes_the_tools_instead_of_sending_an_empty_list(proxy: ModuleType, server: ServerProcess) -> None:
+    hook = proxy.ToolFilterHook(server.url, top_k=3, threshold=0.99, min_tools=5, timeout_s=30)
+    out = proxy.run_proxy_pre_call(hook, request(tool_choice="auto"))
     assert "tools" not in out and "tool_choice" not in out
-    assert out["metadata"][METADATA_KEY] == f"{len(OPENAI_TOOLS)}->0"
+    assert out["metadata"][proxy.METADATA_KEY] == f"{len(OPENAI_TOOLS)}->0"
 
 
-def test_service_down_keeps_every_tool_and_says_why() -> None:
-    hook = ToolFilterHook(f"http://127.0.0.1:{closed_port()}", min_tools=5, timeout_s=2)  # nothing listens there
-    out = run_proxy_pre_call(hook, request())
+def test_service_down_keeps_every_tool_and_says_why(proxy: ModuleType) -> None:
+    hook = proxy.ToolFilterHook(f"http://127.0.0.1:{closed_port()}", min_tools=5, timeout_s=2)  # nothing listens there
+    out = proxy.run_proxy_pre_call(hook, request())
     assert out["tools"] == OPENAI_TOOLS
-    assert out["metadata"][METADATA_KEY].startswith("unfiltered: ConnectError")
+    assert out["metadata"][proxy.METADATA_KEY].startswith("unfiltered: ConnectError")
 
 
-def test_short_tool_lists_are_left_alone(server: ServerProcess) -> None:
-    hook = ToolFilterHook(server.url, min_tools=len(OPENAI_TOOLS))
-    out = run_proxy_pre_call(hook, request())
-    assert out["tools"] == OPENAI_TOOLS and METADATA_KEY not in out.get("metadata", {})
+def test_short_tool_lists_are_left_alone(proxy: ModuleType, server: ServerProcess) -> None:
+    hook = proxy.ToolFilterHook(server.url, min_tools=len(OPENAI_TOOLS))
+    out = proxy.run_proxy_pre_call(hook, request())
+    assert out["tools"] == OPENAI_TOOLS and proxy.METADATA_KEY not in out.get("metadata", {})
 
 
-def test_the_config_line_in_the_readme_loads_the_hook() -> None:
-    instance = get_instance_fn("mcp_classifier.integrations.litellm_tool_filter.tool_filter_hook")
-    assert isinstance(instance, ToolFilterHook)
+def test_the_config_line_in_the_readme_loads_the_hook(proxy: ModuleType) -> None:
+    instance = proxy.get_instance_fn("mcp_classifier.integrations.litellm_tool_filter.tool_filter_hook")
+    assert isinstance(instance, proxy.ToolFilterHook)
 
 
-def test_with_keys_the_hook_sends_its_bearer_key_and_a_wrong_one_fails_open(auth_server: ServerProcess) -> None:  # noqa: F811 - the fixture
-    keyed = run_proxy_pre_call(
-        ToolFilterHook(auth_server.url, api_key=API_KEY_IN_FILE, top_k=3, threshold=0.0, min_tools=5, timeout_s=30), request()
+def test_with_keys_the_hook_sends_its_bearer_key_and_a_wrong_one_fails_open(proxy: ModuleType, auth_server: ServerProcess) -> None:  # noqa: F811 - the fixture
+    keyed = proxy.run_proxy_pre_call(
+        proxy.ToolFilterHook(auth_server.url, api_key=API_KEY_IN_FILE, top_k=3, threshold=0.0, min_tools=5, timeout_s=30), request()
     )
     assert keyed["tools"][0] == OPENAI_TOOLS[0] and len(keyed["tools"]) <= 3
-    wrong = run_proxy_pre_call(ToolFilterHook(auth_server.url, api_key="not-a-key", min_tools=5, timeout_s=30), request())
-    assert wrong["tools"] == OPENAI_TOOLS and wrong["metadata"][METADATA_KEY] == "unfiltered: HTTP 401"
+    wrong = proxy.run_proxy_pre_call(proxy.ToolFilterHook(auth_server.url, api_key="not-a-key", min_tools=5, timeout_s=30), request())
+    assert wrong["tools"] == OPENAI_TOOLS and wrong["metadata"][proxy.METADATA_KEY] == "unfiltered: HTTP 401"

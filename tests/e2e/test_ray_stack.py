@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import grpc
 import httpx
@@ -23,7 +23,6 @@ import pytest
 
 from mcp_classifier.api.v1 import classifier_pb2 as pb
 from mcp_classifier.api.v1 import classifier_pb2_grpc as pb_grpc
-from mcp_classifier.classify.classifier import Classifier
 from mcp_classifier.embedder.local_cluster import free_port
 from mcp_classifier.settings import Settings
 from mcp_classifier.wiring import build_classifier
@@ -32,6 +31,9 @@ from tests.support.categories import DEFAULT_FILE, FINANCE_QUERY, write_with_fin
 from tests.support.otlp_receiver import OtlpReceiver
 from tests.support.processes import RAY_MODULE_TIMEOUT_S, ServerProcess, start_server
 from tests.support.tcp_forwarder import TcpForwarder
+
+if TYPE_CHECKING:  # the classifier's module imports torch: seconds of every collecting process, for an annotation
+    from mcp_classifier.classify.classifier import Classifier
 
 # An embedded node's start counts towards the first test that needs it: a loaded 2-core host took over 180 s for one.
 pytestmark = [pytest.mark.slow, pytest.mark.embedded_ray, pytest.mark.timeout(RAY_MODULE_TIMEOUT_S)]
