@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from . import __version__
 from .settings import ENV_PREFIX, SETTINGS_GROUPS, Settings, settings_fields
 from .telemetry import configure_logging
+from .util.omp import apply_omp_wait_policy
 
 if TYPE_CHECKING:
     from .cache.runtime import RedisRuntime
@@ -438,6 +439,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"mcp-classifier: invalid settings:\n{exc}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level, settings.log_format)
+    apply_omp_wait_policy(settings.omp_wait_policy)  # before anything imports torch
     from .classify.categories import CategoryFileError
     from .engine.errors import ModelLoadError
 

@@ -37,6 +37,13 @@ class Settings(BaseSettings):
         description="Prefix queries with 'Instruct: {task}\\nQuery:'; auto does so for last-token (Qwen3-Embedding style) models.",
     )
     max_seq_length: int = Field(256, ge=8, le=32768, description="Tokens kept per text; longer texts are truncated.")
+    omp_wait_policy: Literal["passive", "active"] = Field(
+        "passive",
+        description="How torch's CPU threads wait for each other (sets OMP_WAIT_POLICY for the model's processes): passive threads "
+        "sleep and give the core back; active ones spin, a little faster on idle cores and many times slower where other "
+        "processes keep the cores busy (docs/decisions/0039-omp-wait-policy.md). Reaches the Ray replicas through the "
+        "Serve config.",
+    )
     torch_threads: int = Field(
         0,
         ge=0,
@@ -521,7 +528,7 @@ SETTINGS_GROUPS: tuple[SettingsGroup, ...] = (
         "Engine (advanced): threads, packing and the model's speed-ups",
         False,
         (
-            "torch_threads", "tokenizer_threads", "forward_overhead_tokens", "pack_width_tokens", "cuda_graphs",
+            "omp_wait_policy", "torch_threads", "tokenizer_threads", "forward_overhead_tokens", "pack_width_tokens", "cuda_graphs",
             "fused_norms", "fused_rotary", "compiled_layers", "fp16_weights_max_tokens",
         ),
     ),

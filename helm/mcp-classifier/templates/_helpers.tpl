@@ -413,6 +413,7 @@ tests/test_helm_chart.py renders this and compares it with `mcp-classifier serve
       "name" .Values.serve.appName
       "route_prefix" (printf "/%s" .Values.serve.appName)
       "import_path" "mcp_classifier.embedder.deployment:build_app"
+      "runtime_env" (dict "env_vars" (dict "OMP_WAIT_POLICY" (upper $e.ompWaitPolicy)))
       "args" (dict "settings" $settings)
       "deployments" (list $deployment) -}}
 {{- $config := dict

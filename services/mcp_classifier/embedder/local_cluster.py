@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from tenacity import RetryCallState, Retrying, retry_if_exception, retry_if_result, stop_after_attempt, stop_after_delay, wait_fixed
 
 from ..settings import Settings
+from ..util.omp import apply_omp_wait_policy
 from .ingress_ports import bind_grpc_servers_to_node_ip, node_port_env
 from .ray_console import quiet_driver_logs, ray_logs_dir
 from .serve_config import SERVICER_FUNCTION, route_prefix
@@ -252,6 +253,7 @@ def start_local_serve(settings: Settings) -> int:
     os.environ[DIRECT_INGRESS_DRAIN_ENV] = f"{2 * settings.replica_refresh_s:g}"
     os.environ.setdefault(PROXY_READY_CHECK_ENV, f"{PROXY_READY_CHECK_S:g}")
     os.environ[WORKER_NICENESS_ENV] = str(settings.ray_worker_niceness)
+    apply_omp_wait_policy(settings.omp_wait_policy)  # the replicas' torch threads
     if settings.ray_direct_ingress:  # the replicas' own ports: a block no other node on this host uses (ingress_ports)
         os.environ.update(node_port_env(settings.max_replicas, bindable_everywhere, os.environ))
     # A gateway on loopback keeps the node there too: otherwise the replicas answer anyone who reaches

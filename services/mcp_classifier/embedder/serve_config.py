@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..settings import Settings
+from ..util.omp import OMP_WAIT_POLICY_ENV
 
 SERVICER_FUNCTION = "mcp_classifier.api.v1.classifier_pb2_grpc.add_ClassifierServicer_to_server"
 IMPORT_PATH = "mcp_classifier.embedder.deployment:build_app"
@@ -89,6 +90,8 @@ def serve_config(settings: Settings) -> dict[str, Any]:
                 "name": settings.serve_app_name,
                 "route_prefix": route_prefix(settings),
                 "import_path": IMPORT_PATH,
+                # The replicas import torch in Ray's workers, whose environment the cluster gives them.
+                "runtime_env": {"env_vars": {OMP_WAIT_POLICY_ENV: settings.omp_wait_policy.upper()}},
                 "args": {"settings": replica_settings(settings)},
                 "deployments": [deployment_options(settings)],
             }
