@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from mcp_classifier.engine.probe_cache import MAX_PROBE_FILES, ProbeCache, ProbeResults, device_identity
+from mcp_classifier.util.omp import OMP_WAIT_POLICY_ENV
 
 RESULTS = ProbeResults(packing_agrees=True, speed_ups={"fp16 weights": 37, "fused norms": 0})
 
@@ -48,8 +49,11 @@ def test_the_folder_keeps_the_most_recently_written_entries(tmp_path: Path) -> N
     assert not list(tmp_path.glob(".tmp-*"))
 
 
-def test_the_cpu_identity_names_the_processor_and_the_threads() -> None:
+def test_the_cpu_identity_names_the_processor_the_threads_and_how_they_wait(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
+    monkeypatch.setenv(OMP_WAIT_POLICY_ENV, "PASSIVE")
     identity = device_identity(torch.device("cpu"))
-    assert identity.startswith("cpu:") and identity.endswith(f"threads={torch.get_num_threads()}")
+    assert identity.startswith("cpu:") and identity.endswith(f"threads={torch.get_num_threads()}:wait=passive")
+    monkeypatch.setenv(OMP_WAIT_POLICY_ENV, "ACTIVE")
+    assert device_identity(torch.device("cpu")) != identity  # probes measured under one wait are not reused under the other

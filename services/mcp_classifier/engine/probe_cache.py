@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from ..util.omp import OMP_WAIT_POLICY_ENV
 from .signature import prune_least_recent
 
 log = logging.getLogger(__name__)
@@ -50,10 +51,12 @@ def processor_name() -> str:
 
 
 def device_identity(device: torch.device) -> str:
-    """What runs the model, as far as a probe's answer goes: the GPU's name, or the CPU's with the threads torch uses."""
+    """What runs the model, as far as a probe's answer goes: the GPU's name, or the CPU's with the threads torch uses
+    and how they wait for each other (util.omp: it moves a CPU forward's cost)."""
     if device.type == "cuda":
         return f"cuda:{torch.cuda.get_device_name(device)}"
-    return f"{device.type}:{processor_name()}:threads={torch.get_num_threads()}"
+    wait = os.environ.get(OMP_WAIT_POLICY_ENV, "default").lower()
+    return f"{device.type}:{processor_name()}:threads={torch.get_num_threads()}:wait={wait}"
 
 
 class ProbeCache:
