@@ -129,10 +129,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.child:
         print(orjson.dumps(measure_child(args.model, texts, args.rounds)).decode())
         return 0
+    hosts = [("idle", 0)] + ([(f"beside {args.busy} busy", args.busy)] if args.busy else [])
     rows: list[Row] = []
-    for host, busy in (("idle", 0), (f"beside {args.busy} busy", args.busy)):
-        if host != "idle" and busy == 0:
-            continue
+    for host, busy in hosts:
         with busy_cores(busy):
             for policy in POLICIES:
                 print(f"[bench] {host}: {policy}", file=sys.stderr, flush=True)

@@ -16,10 +16,9 @@ OMP_WAIT_POLICY_ENV = "OMP_WAIT_POLICY"
 OmpWaitPolicy = Literal["passive", "active"]
 
 
-def apply_omp_wait_policy(policy: OmpWaitPolicy) -> str:
+def apply_omp_wait_policy(policy: OmpWaitPolicy) -> None:
     """Sets the policy for torch in this process and every process it starts (model processes, Ray workers).
 
     A process that has already imported torch keeps the policy it loaded with; the processes it starts get
-    this one. Returns the value set."""
+    this one."""
     os.environ[OMP_WAIT_POLICY_ENV] = policy.upper()
-    return os.environ[OMP_WAIT_POLICY_ENV]
