@@ -8,6 +8,7 @@ import argparse
 import asyncio
 import functools
 import logging
+import re
 import sys
 import types
 import typing
@@ -50,10 +51,12 @@ def _flag_type(annotation: Any) -> dict[str, Any]:
     return {"type": str}
 
 
+_SENTENCE_END = re.compile(r"\.\s+(?=[A-Z])")  # a full stop before a capital: "e.g. a" or "0.6B" go on
+
+
 def _short_help(description: str | None) -> str:
-    """The description's first clause: --help stays a screenful; docs/configuration.md has the whole text."""
-    text = (description or "").split("; ")[0].split(". ")[0].rstrip(".")
-    return text if len(text) <= 64 else text[:61].rstrip() + "..."
+    """The description's first sentence, whole: never cut mid-thought; docs/configuration.md has the rest."""
+    return _SENTENCE_END.split(description or "", maxsplit=1)[0].strip().rstrip(".")
 
 
 def add_settings_flags(parser: argparse.ArgumentParser, *, show_all: bool = False) -> None:

@@ -67,6 +67,19 @@ def test_help_shows_the_common_groups_only_and_says_where_the_rest_are() -> None
     assert "--help-all" in help_text and "docs/configuration.md" in help_text
 
 
+@pytest.mark.parametrize("flag", ["--help", "--help-all"])
+def test_help_shows_each_settings_whole_first_sentence_and_cuts_no_line(flag: str) -> None:
+    """A cut line ("...") hid what a setting does; help wraps lines instead (compared without whitespace)."""
+    help_text = _help("serve", flag)
+    assert not [line for line in help_text.splitlines() if line.rstrip().endswith("...")]
+    squeezed = re.sub(r"\s+", "", help_text)
+    shown = [name for group in SETTINGS_GROUPS if group.common or flag == "--help-all" for name in group.fields]
+    for name in shown:
+        description = Settings.model_fields[name].description or ""
+        first_sentence = re.split(r"\.\s+(?=[A-Z])", description, maxsplit=1)[0].rstrip(".")
+        assert re.sub(r"\s+", "", first_sentence) in squeezed, f"--{name}: its first sentence is not shown whole"
+
+
 def test_flags_override_env_which_overrides_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(f"{ENV_PREFIX}PORT", "9123")
     monkeypatch.setenv(f"{ENV_PREFIX}BATCH_SIZE", "7")
