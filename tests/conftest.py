@@ -1,14 +1,16 @@
 """Fixtures shared by every tier: the offline environment, the peer's data, the category count, one real gateway.
 
-Tiers: tests/unit (in-process, fake backend, no model, no subprocess), tests/integration (real
-Redis, the real model, real gRPC, in-process or a real tool binary), tests/e2e (real processes:
-uvicorn, embedded Ray, the CLI, the real MCP clients). Helpers live in tests/support.
+Tiers: tests/unit (in-process, fake backend, no model; seven tests start a short Python child), tests/integration
+(real Redis, the real model, real gRPC, in-process or a real tool binary), tests/e2e (real processes: uvicorn,
+embedded Ray, the CLI, the real MCP clients). Helpers live in tests/support.
+
+Under CI=true a skip fails the test, naming its reason, unless the test is marked `cuda` (CI's hosts have none).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import psutil
@@ -55,6 +57,52 @@ def keys_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("keys") / "api-keys"
     path.write_text(f"# mounted from a Kubernetes Secret\n\n{API_KEY_IN_FILE}\n")
     return path
+
+
+# ---- under CI=true a skip is a failure, unless the test is marked as one CI's hosts cannot run ------------------
+EXPECTED_SKIP_MARKER = "cuda"  # CI's hosts have no CUDA device: these tests are the only ones meant to skip there
+
+
+def skips_fail() -> bool:
+    """CI sets CI=true (.ci/run too): a run there that skipped a redis, npm or ../shared test would pass with that
+    area untested, so there a skip fails the run."""
+    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
+
+
+def skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:
+    """The reason a skip report carries: (path, line, "Skipped: why") for pytest.skip and skipif alike."""
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return reason.removeprefix("Skipped: ")
+
+
+def unexpected_skip(reason: str) -> pytest.ExceptionInfo[BaseException]:
+    """A pytest.fail naming the skip's reason: its report reads as any failure, in -ra's summary line too."""
+    try:
+        pytest.fail(f"skipped under CI=true, where only tests marked {EXPECTED_SKIP_MARKER} may skip: {reason}", pytrace=False)
+    except pytest.fail.Exception:
+        return pytest.ExceptionInfo.from_current()
+    raise AssertionError("pytest.fail returned")  # pragma: no cover
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Under CI=true, a skip (a skipif, a pytest.skip in the test or a fixture) of an unmarked test fails it."""
+    report: pytest.TestReport = yield
+    if not (report.skipped and skips_fail()) or hasattr(report, "wasxfail") or item.get_closest_marker(EXPECTED_SKIP_MARKER):
+        return report
+    call.excinfo = unexpected_skip(skip_reason(report))
+    return pytest.TestReport.from_item_and_call(item, call)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+    """The same for a whole module skipped while it is collected (pytest.importorskip, allow_module_level)."""
+    report: pytest.CollectReport = yield
+    if report.skipped and skips_fail():
+        report.outcome = "failed"
+        report.longrepr = f"skipped under CI=true, where only tests marked {EXPECTED_SKIP_MARKER} may skip: {skip_reason(report)}"
+    return report
 
 
 @pytest.hookimpl(trylast=True)

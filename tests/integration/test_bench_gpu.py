@@ -59,6 +59,7 @@ def test_the_bench_times_transformers_norms_beside_torchs_fused_ones(tmp_path: P
         assert times == sorted(times, reverse=True) and times[0] > 0
 
 
+@pytest.mark.cuda  # skips where a CUDA device is: the GPU host measures the real thing
 def test_the_graph_memory_check_says_it_needs_a_gpu_where_there_is_none(capsys: pytest.CaptureFixture[str]) -> None:
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is here: the check runs for real in the GPU host's graph-memory stage")

