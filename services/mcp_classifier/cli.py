@@ -131,14 +131,27 @@ def cmd_stdio(settings: Settings) -> int:
     gateway = build_gateway(settings, force_local=not settings.backend.startswith("grpc://"))
     dispatcher, backend = gateway.dispatcher, gateway.backend
 
-    async def run() -> None:
+    async def run() -> bool:
+        """Serve until end of input; True when the model was still loading then (nobody waits for it)."""
         await backend.start()
         try:
-            await serve_stdio(dispatcher)
+            await serve_stdio(dispatcher)  # every answer pending at end of input is written first
         finally:
+            abandoned = gateway.startup.loading
             await backend.close()
+        return abandoned
 
-    asyncio.run(run())
+    if asyncio.run(run()):
+        # The load runs on an executor thread that cannot be interrupted, and a normal exit joins it, which
+        # would hold `printf ... | mcp-classifier stdio` until the model is loaded (about 10 s with the builtin
+        # model). Every answer is out and the load's caches are written atomically: leaving now loses nothing.
+        import os
+
+        log.info("end of input while the model was still loading: exiting without waiting for the load")
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     return 0
 
 
@@ -432,6 +445,18 @@ def build_parser(*, show_all: bool = False) -> argparse.ArgumentParser:
     return parser
 
 
+# The commands that serve until stopped: their log is what an operator reads. The others answer once, and their
+# output is the answer: how the model loaded is noise there unless asked for.
+SERVING_COMMANDS = frozenset({"serve", "stdio"})
+
+
+def console_log_level(command: str, settings: Settings) -> str:
+    """The one-shot commands log warnings only, unless --verbose (info) or a log level was set (flag or env)."""
+    if command in SERVING_COMMANDS or "log_level" in settings.model_fields_set:
+        return settings.log_level
+    return "info" if settings.verbose else "warning"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     show_all = "--help-all" in arguments
@@ -441,7 +466,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValidationError as exc:
         print(f"mcp-classifier: invalid settings:\n{exc}", file=sys.stderr)
         return 2
-    configure_logging(settings.log_level, settings.log_format)
+    configure_logging(console_log_level(args.command, settings), settings.log_format, progress_bars=settings.verbose)
     apply_omp_wait_policy(settings.omp_wait_policy)  # before anything imports torch
     from .classify.categories import CategoryFileError
     from .engine.errors import ModelLoadError

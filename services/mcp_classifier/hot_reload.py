@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 
 from .backend.base import ClassificationBackend
-from .classify.reload_report import log_reload
+from .classify.reload_report import FILE_CHANGE, log_reload
 from .util.file_watch import watch_file_in_thread
 
 log = logging.getLogger(__name__)
@@ -59,4 +59,4 @@ class HotReload:
 
     def _from_watch_thread(self) -> None:
         assert self._loop is not None
-        asyncio.run_coroutine_threadsafe(self.reload("file change"), self._loop).result()
+        asyncio.run_coroutine_threadsafe(self.reload(FILE_CHANGE), self._loop).result()

@@ -6,7 +6,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Protocol
+from typing import Protocol, TextIO
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -244,16 +244,33 @@ class GatewayMetrics:
 
 # ---- logs ------------------------------------------------------------------------------------
 TEXT_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+# Read by huggingface_hub when it is imported, and by transformers through it: their download and weight-loading
+# bars (tqdm). Inherited by every process this one starts (gateway workers, the embedded Ray node's replicas).
+PROGRESS_BARS_ENV = "HF_HUB_DISABLE_PROGRESS_BARS"
 
 
-def configure_logging(level: str, log_format: str, *, with_pid: bool = False) -> None:
+def resolve_log_format(log_format: str, stream: TextIO) -> str:
+    """auto: readable lines where a person reads the stream (a terminal), JSON lines where a program does."""
+    if log_format != "auto":
+        return log_format
+    isatty = getattr(stream, "isatty", None)
+    return "text" if callable(isatty) and isatty() else "json"
+
+
+def configure_logging(level: str, log_format: str, *, with_pid: bool = False, progress_bars: bool = False) -> None:
     """stderr, one line per record: JSON objects (python-json-logger; ``extra`` fields become keys) or plain text.
-    ``with_pid``: each line names its process (a gateway worker of `serve --workers N`: several write one stream)."""
+
+    ``log_format`` auto picks text on a terminal and JSON otherwise (resolve_log_format). ``with_pid``: each line
+    names its process (a gateway worker of `serve --workers N`: several write one stream). ``progress_bars``
+    off keeps the model libraries' tqdm bars out of the log stream (a user's own HF_HUB_DISABLE_PROGRESS_BARS wins);
+    call it before they are imported."""
     import logging
     import sys
 
+    if not progress_bars:
+        os.environ.setdefault(PROGRESS_BARS_ENV, "1")
     handler = logging.StreamHandler(sys.stderr)
-    if log_format == "json":
+    if resolve_log_format(log_format, sys.stderr) == "json":
         from pythonjsonlogger.json import JsonFormatter
 
         fields = "%(levelname)s %(name)s %(process)d %(message)s" if with_pid else "%(levelname)s %(name)s %(message)s"

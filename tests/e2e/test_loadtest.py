@@ -1,8 +1,9 @@
 """`mcp-classifier loadtest`: real Locust processes against a real local stack, a broken server and a slow one.
 
-A run that measured nothing, or whose requests failed, must exit non-zero and say why; a capacity run must
-leave a headline, a per-step table, the run's settings, the target's /health and plots. The local stack is
-started once for the module, by one stepped run whose output every test below reads.
+A run that measured nothing, or whose requests failed, must exit non-zero and say why, in report.md too; a
+capacity run must leave a headline, a per-step table, the run's settings, the target's /health and plots. The
+local stack is started once for the module, by one stepped run whose output every test below reads. A user's
+own categories file, with out-of-scope detection on, gets its own server: its right answers must pass.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from mcp_classifier.loadtest.plots import CAPACITY_PLOT, ERRORS_PLOT, KINDS_PLOT
+from tests.support.processes import ServerProcess, start_server
 
 LOCUST_FILES = ["stats.json", "summary.json", "locust_stats.csv", "locust_stats_history.csv", "report.html", "report.md"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -29,6 +32,26 @@ STEPS = (1, 2)
 STEP_S = 3
 SLOW_ANSWER_S = 0.5  # each answer of the slow server: far more than its warm-up budget allows for 100 texts
 WARMUP_BUDGET_S = 1
+# A user's file: out-of-scope detection is on (the default for any file but the packaged one), and the locustfile's
+# mixed queries fall in scope, near its edge, or out of it.
+OWN_CATEGORIES = """
+categories:
+  - name: math
+    description: "Arithmetic, algebra, calculus, equations, primes and geometry."
+    examples: ["what is 12 times 14", "solve 2x + 3 = 11", "what is the derivative of x squared", "is 51 a prime number",
+               "explain the quadratic formula"]
+  - name: programming
+    description: "Writing code, data structures, operating systems, networks and servers."
+    examples: ["how do I sort a list in python", "what is a hash table", "explain threads versus processes",
+               "how does a TCP handshake work", "set up a reverse proxy with nginx"]
+  - name: history
+    description: "Past events, empires, wars, revolutions and historical people."
+    examples: ["why did the Roman Empire fall", "who was Napoleon", "when did the First World War start",
+               "what caused the French Revolution", "what was the Cold War"]
+out_of_scope_examples: ["what should I cook for dinner", "tell me a joke"]
+"""
+# Queries of the locustfile's own set: some in scope with P(in scope) well under 1, some out of scope.
+EDGE_QUERIES = ["what is a mutex", "define entropy", "who was cleopatra", "what is dns", "good morning", "thanks a lot"]
 
 
 def loadtest(*args: str, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:
@@ -112,6 +135,35 @@ def test_the_report_records_settings_health_and_versions(steps_run: Run) -> None
     assert re.search(r"\| locust \| \d+\.\d+", report) and "| python |" in report and "| mcp-classifier |" in report
 
 
+@pytest.fixture(scope="module")
+def own_file_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    folder = tmp_path_factory.mktemp("own-file")
+    categories = folder / "categories.yaml"
+    categories.write_text(OWN_CATEGORIES)
+    server = start_server(folder, "--categories-file", str(categories))
+    yield server
+    server.stop()
+
+
+def test_right_answers_from_a_file_with_out_of_scope_detection_pass(tmp_path: Path, own_file_server: ServerProcess) -> None:
+    out = tmp_path / "own-file"
+    done = loadtest(
+        "--url", own_file_server.url, "--steps", "1", "--step-duration", str(STEP_S), "--probabilities-ratio", "1",
+        "--out", str(out),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    (step,) = json.loads((out / "summary.json").read_text())["steps"]
+    assert step["requests"] > 0 and step["failures"] == 0, step
+    report = (out / "report.md").read_text()
+    assert "**Result: passed**" in report and "Failures by reason" not in report
+    # What the run had to accept: answers in scope whose confidence is the top probability times a P(in scope) well
+    # under 1 (the old 0.9 x rule failed them), and answers out of scope.
+    body = {"name": "classify_batch", "arguments": {"texts": EDGE_QUERIES, "with_probabilities": True}}
+    answers = httpx.post(f"{own_file_server.url}/mcp/tools/call", json=body, timeout=120).json()["structuredContent"]["results"]
+    assert any(a["in_scope"] and a["confidence"] < 0.9 * max(a["probabilities"]) for a in answers), answers
+    assert any(not a["in_scope"] for a in answers), answers
+
+
 class _BrokenClassifier(BaseHTTPRequestHandler):
     """A REST-style MCP classifier whose probabilities sum to 1.5: every classify answer is invalid."""
 
@@ -180,6 +232,13 @@ def test_failed_requests_fail_the_run_and_say_why(tmp_path: Path, broken_server:
     report = (out / "report.md").read_text()
     assert "**Result: FAILED**" in report and "measured requests failed" in report
     assert len(report_totals(report)) == 2
+    # The reason is in the result, in each run's section with its count, and on stderr: not only in Locust's CSV.
+    reason = re.escape("× `probabilities sum to 1.5000, not 1` (rest classify_text (unique))")
+    result = report.split("## Capacity")[0]
+    assert "Why requests failed" in result and re.search(rf"- {re.escape(broken_server)}: \d+ {reason}", result), result
+    per_run = [int(n) for n in re.findall(rf"^- (\d+) {reason}$", report, re.M)]
+    assert per_run == [failed for _, failed in report_totals(report)], report
+    assert re.search(rf"failed because: .* \d+ {reason}", done.stderr), done.stderr[-2000:]
     assert "/health could not be read" in report  # said, not hidden
 
 

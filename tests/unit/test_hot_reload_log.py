@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from mcp_classifier.classify.reload_report import FILE_CHANGE
 from mcp_classifier.classify.results import ClassifierInfo
 from mcp_classifier.hot_reload import HotReload
 from tests.support.fake_backend import FakeBackend
@@ -37,14 +38,14 @@ class ReloadingBackend(FakeBackend):
         return replace(await super().info(), reload_error=self.reload_error)
 
 
-def reload_lines(outcome: str, caplog: pytest.LogCaptureFixture, tmp_path: Path) -> list[logging.LogRecord]:
+def reload_lines(outcome: str, caplog: pytest.LogCaptureFixture, tmp_path: Path, trigger: str = "SIGHUP") -> list[logging.LogRecord]:
     backend = ReloadingBackend()
     backend.outcome = outcome
     reload = HotReload(backend, tmp_path / "categories.yaml")
 
     async def run() -> None:
         reload._lock = asyncio.Lock()  # what start() makes, without the file watch and the signal handler
-        await reload.reload("SIGHUP")
+        await reload.reload(trigger)
 
     caplog.clear()
     with caplog.at_level(logging.DEBUG, logger="mcp_classifier"):
@@ -66,3 +67,11 @@ def test_a_refused_file_logs_one_error_that_keeps_the_version(caplog: pytest.Log
 def test_other_outcomes_log_one_info_line(outcome: str, words: str, caplog: pytest.LogCaptureFixture, tmp_path: Path) -> None:
     lines = reload_lines(outcome, caplog, tmp_path)
     assert [(r.levelno, words in r.getMessage(), "refused" in r.getMessage()) for r in lines] == [(logging.INFO, True, False)]
+
+
+def test_a_file_event_that_changed_nothing_is_debug_only(caplog: pytest.LogCaptureFixture, tmp_path: Path) -> None:
+    """A touched file, or a ConfigMap update of another key, re-reads identical content: nothing to report at INFO."""
+    lines = reload_lines("unchanged", caplog, tmp_path, trigger=FILE_CHANGE)
+    assert [(r.levelno, "no change" in r.getMessage()) for r in lines] == [(logging.DEBUG, True)]
+    changed = reload_lines("changed", caplog, tmp_path, trigger=FILE_CHANGE)
+    assert [r.levelno for r in changed] == [logging.INFO], "a new version going live is still said at INFO"

@@ -11,13 +11,21 @@ import logging
 
 from .results import ClassifierInfo
 
+FILE_CHANGE = "file change"  # the trigger of a reload the file watch asked for
+
 
 def log_reload(log: logging.Logger, trigger: str, changed: bool, info: ClassifierInfo) -> None:
-    """Say how the reload ``trigger`` asked for ended, from ``info`` read after it."""
+    """Say how the reload ``trigger`` asked for ended, from ``info`` read after it.
+
+    "No change" after a file event is DEBUG: the watch fires on writes that leave the content as it was (a
+    file touched or saved unchanged, a ConfigMap update of another key), and nothing happened to report.
+    Asked for by an operator (SIGHUP), it is INFO: they are waiting for an answer.
+    """
     version = info.category_set_version
     if changed:
         log.info("categories reload (%s): version %s live, %d categories", trigger, version, len(info.categories.categories))
     elif info.reload_error is not None:
         log.error("categories reload refused (%s), keeping version %s: %s", trigger, version, info.reload_error)
     else:
-        log.info("categories reload (%s): no change, version %s stays live", trigger, version)
+        level = logging.DEBUG if trigger == FILE_CHANGE else logging.INFO
+        log.log(level, "categories reload (%s): no change, version %s stays live", trigger, version)

@@ -55,3 +55,22 @@ class ScopeStats:
             overridden=tuple(bool(o) for o in data["overridden"]),
             leaks=tuple(float(x) for x in data.get("leaks", ())),
         )
+
+
+def public_scope(stats: ScopeStats | None, names: list[str], detect: bool) -> dict[str, Any]:
+    """The ``scope`` block of /health and list_categories: an object in every case, never null.
+
+    ``detect`` is the file's ``detect_out_of_scope``. Where it is false (the packaged default, whose ``general``
+    category takes anything), every query is in scope, and the block says so (coverage 1, out-of-scope recall 0,
+    no thresholds) rather than being null, so a router reading ``.scope`` learns that its threshold meets the
+    category's own probability alone.
+    """
+    if not detect:
+        return {
+            "detect_out_of_scope": False,
+            "expected_out_of_scope_recall": 0.0,
+            "expected_coverage": 1.0,
+            "negatives": 0,
+            "categories": {name: {"threshold": None, "expected_coverage": 1.0, "from_file": False, "loose": False} for name in names},
+        }
+    return {"detect_out_of_scope": True, **(stats.to_public(names) if stats is not None else {})}

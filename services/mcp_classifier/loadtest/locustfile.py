@@ -38,7 +38,7 @@ import urllib.request
 from typing import Any
 
 from locust import FastHttpUser, LoadTestShape, events, tag, task
-from locust.exception import StopUser
+from locust.exception import CatchResponseError, StopUser
 from locust.stats import calculate_response_time_percentile, diff_response_time_dicts
 
 # ---- the query set: router traffic of mixed length (short chat, one-line questions, long asks) -------
@@ -150,6 +150,12 @@ class InvalidAnswer(Exception):
     pass
 
 
+# classify/scope.py's IN_SCOPE_PROBABILITY: an answer is in scope from this P(in scope) up (not imported: this file
+# runs where the package is not installed).
+MIN_IN_SCOPE_P = 0.5
+PROBABILITY_SLACK = 1e-6  # float rounding between the server's product and its JSON
+
+
 def check_classification(result: Any, n_categories: int, with_probabilities: bool) -> None:
     if not isinstance(result, dict):
         raise InvalidAnswer(f"classification is not an object: {result!r}")
@@ -170,16 +176,28 @@ def check_classification(result: Any, n_categories: int, with_probabilities: boo
             raise InvalidAnswer("a probability is outside [0, 1]")
         if abs(sum(probabilities) - 1.0) > 0.01:
             raise InvalidAnswer(f"probabilities sum to {sum(probabilities):.4f}, not 1")
-        # An answer in scope keeps the protocol's rule; one out of scope (no category fits, or a language the model
-        # does not read) has its confidence lowered on purpose (DESIGN §11), but never above the top probability.
-        in_scope = result.get("in_scope", True) is not False
-        if in_scope and confidence < max(probabilities) * 0.9:
-            raise InvalidAnswer(f"confidence {confidence} is below 0.9 x the top probability {max(probabilities)}")
-        if not in_scope and confidence > max(probabilities) + 1e-6:
-            raise InvalidAnswer(f"an out-of-scope answer's confidence {confidence} is above the top probability {max(probabilities)}")
+        check_confidence(cls, confidence, probabilities, in_scope=result.get("in_scope", True) is not False)
         entropy = result.get("entropy")
         if not isinstance(entropy, (int, float)) or entropy < 0 or entropy > math.log(n_categories) + 1e-6:
             raise InvalidAnswer(f"entropy {entropy!r} outside [0, ln {n_categories}]")
+
+
+def check_confidence(cls: int, confidence: float, probabilities: list[float], *, in_scope: bool) -> None:
+    """Confidence is the class's probability times P(in scope) times P(the language is served) (classify/classifier.py).
+
+    So it is never above the top probability. An answer in scope has P(in scope) of at least MIN_IN_SCOPE_P and a served
+    language, so its confidence is at least that share of the top probability; one out of scope may be as low as 0.
+    """
+    top = max(probabilities)
+    if probabilities[cls] < top - PROBABILITY_SLACK:
+        raise InvalidAnswer(f"class {cls} has probability {probabilities[cls]}, not the top one {top}")
+    if confidence > top + PROBABILITY_SLACK:
+        raise InvalidAnswer(f"confidence {confidence} is above the top probability {top}")
+    if in_scope and confidence < top * MIN_IN_SCOPE_P - PROBABILITY_SLACK:
+        raise InvalidAnswer(
+            f"confidence {confidence} of an answer in scope is below {MIN_IN_SCOPE_P:g} x the top probability {top} "
+            "(the least P(in scope) an answer in scope has)"
+        )
 
 
 def tool_payload(call_result: Any) -> dict[str, Any]:
@@ -547,11 +565,30 @@ def write_summary(environment: Any, **_: Any) -> None:
         "steps": RECORDER.steps,
         "knee": best,
         "warm_up": WARM_UP.as_dict(),
+        "failures": failures(stats),
         "slo_p99_ms": SLO_P99_MS,
         "max_failure_ratio": MAX_FAILURE_RATIO,
     }
     with open(path, "w", encoding="utf-8") as file:
         json.dump(summary, file, indent=2)
+
+
+def failures(stats: Any) -> list[dict[str, Any]]:
+    """Locust's failures by request name and reason, as its failures CSV has them but with the checks' own words."""
+    rows = [
+        {"method": e.method, "name": e.name, "error": failure_text(e.error), "occurrences": e.occurrences} for e in stats.errors.values()
+    ]
+    return sorted(rows, key=lambda row: -row["occurrences"])
+
+
+def failure_text(error: Any) -> str:
+    """A failure's reason without Locust's wrapper: the message a check gave, or the exception Locust caught."""
+    if isinstance(error, CatchResponseError) and error.args:
+        return str(error.args[0])
+    text = str(error) if isinstance(error, str) else repr(error)
+    if text.startswith("CatchResponseError(") and text.endswith(")"):  # from a worker: already a string
+        text = text.removeprefix("CatchResponseError(").removesuffix(")").strip("'\"")
+    return text
 
 
 def describe_knee(best: dict[str, Any] | None) -> str:

@@ -1,7 +1,7 @@
 """report.md from Locust's own output files; nothing here recomputes a figure.
 
-Per-step figures, the knee and the warm-up come from `summary.json`, written by the locustfile from
-Locust's own stats; whole-run counts from Locust's JSON (`stats.json`). The report also records every
+Per-step figures, the knee, the warm-up and the failures' reasons come from `summary.json`, written by the
+locustfile from Locust's own stats; whole-run counts from Locust's JSON (`stats.json`). The report also records every
 setting of the run, the target's /health and the versions, so that a figure can be traced to what made it.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,55 @@ class RunResult:
             return []
         with path.open(newline="") as file:
             return [row for row in csv.DictReader(file) if row.get("Name") == "Aggregated"]
+
+
+@dataclass(frozen=True)
+class FailureReason:
+    """Failures of one kind: how many, one reason as a check worded it, and the request names that had it."""
+
+    count: int
+    example: str
+    names: tuple[str, ...]
+
+    def line(self) -> str:
+        example = self.example[:REASON_CHARS].replace("`", "'")  # inside a code span
+        return f"{self.count} × `{example}` ({', '.join(self.names)})"
+
+
+REASONS_IN_RESULT = 3
+REASON_CHARS = 300
+_NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e-?\d+)?")
+
+
+def failure_reasons(run: RunResult) -> list[FailureReason]:
+    """Locust's failures grouped by reason, the most common first. Numbers are left out of the grouping: one
+    wrong kind of answer gives a different confidence, probability or text counter in every request."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in run.summary().get("failures") or []:
+        groups.setdefault(_NUMBER.sub("#", str(row["error"])), []).append(row)
+    reasons = [
+        FailureReason(
+            count=sum(int(row["occurrences"]) for row in rows),
+            example=str(max(rows, key=lambda row: int(row["occurrences"]))["error"]),
+            names=tuple(sorted({str(row["name"]) for row in rows})),
+        )
+        for rows in groups.values()
+    ]
+    return sorted(reasons, key=lambda reason: -reason.count)
+
+
+def failure_lines(run: RunResult) -> list[str]:
+    """The run's failures by reason, for its own section; nothing when no request failed."""
+    reasons = failure_reasons(run)
+    if not reasons:
+        return []
+    return [
+        "Failures by reason (Locust's counts over the whole run, the most common first; one example of each, whose numbers "
+        "vary between requests):",
+        "",
+        *[f"- {reason.line()}" for reason in reasons],
+        "",
+    ]
 
 
 def _ms(value: Any) -> str:
@@ -159,6 +209,10 @@ def write_report(runs: list[RunResult], settings: dict[str, Any], problems: list
     lines = ["# Load test", ""]
     if problems:
         lines += ["**Result: FAILED**", "", *[f"- {p}" for p in problems], ""]
+        why = [(run, reason) for run in runs for reason in failure_reasons(run)[:REASONS_IN_RESULT]]
+        if why:
+            lines += ["Why requests failed (the most common reasons, over the whole run; each run's section lists them all):", ""]
+            lines += [f"- {run.label}: {reason.line()}" for run, reason in why] + [""]
     else:
         lines += [f"**Result: passed**: requests were measured, failures within --max-failure-ratio {settings['max_failure_ratio']:g}.", ""]
     lines += ["## Capacity", "", *[f"- {headline(run)}" for run in runs], ""]
@@ -179,6 +233,7 @@ def write_report(runs: list[RunResult], settings: dict[str, Any], problems: list
             "",
             *run_table(run),
             "",
+            *failure_lines(run),
         ]
     plots = write_plots(runs, out)
     if plots:

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .report import RunResult, write_report
+from .report import REASONS_IN_RESULT, RunResult, failure_reasons, write_report
 from .stack import GatewayProcess, start_gateway
 from .target import describe_target
 from .verdict import verdict
@@ -185,4 +185,8 @@ def run_loadtest(options: LoadtestOptions) -> int:
     print(f"[loadtest] report: {report}", file=sys.stderr)
     for problem in problems:
         print(f"mcp-classifier loadtest: FAILED: {problem}", file=sys.stderr)
+    if problems:  # the reasons, not only in Locust's CSV: the report lists every one
+        for run in runs:
+            for reason in failure_reasons(run)[:REASONS_IN_RESULT]:
+                print(f"mcp-classifier loadtest: failed because: {run.label}: {reason.line()}", file=sys.stderr)
     return 1 if problems else 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..backend.base import ClassificationBackend
+from ..classify.scope_stats import public_scope
+from .schema_errors import empty_text
 from .tools import Tool, ToolError, ToolRegistry
 
 _READ_ONLY = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}
@@ -80,8 +82,10 @@ def list_categories_output_schema() -> dict[str, Any]:
             "category_descriptions": string_map,
             "scope": {
                 "type": "object",
-                "description": "The fitted out-of-scope thresholds (similarity at which in and out are even, per "
-                "category), the coverage of each category's own examples, and the expected out-of-scope recall.",
+                "description": "Whether the file detects out-of-scope queries (detect_out_of_scope), the fitted "
+                "out-of-scope thresholds (similarity at which in and out are even, per category), the coverage of each "
+                "category's own examples, and the expected out-of-scope recall. With detection off every query is in "
+                "scope: coverage 1, recall 0 and no thresholds.",
             },
             "languages": {
                 "type": "object",
@@ -89,18 +93,21 @@ def list_categories_output_schema() -> dict[str, Any]:
                 "how sure the detector must be that a query is in another (min_confidence).",
             },
         },
-        "required": ["categories", "category_system_prompts", "category_descriptions"],
+        "required": ["categories", "category_system_prompts", "category_descriptions", "scope"],
     }
 
 
-def _text_problem(text: object, max_text_length: int) -> str | None:
-    """Why a text cannot be classified, or None: the rules classify_text applies, for one batch item."""
+def _text_problem(text: object, max_text_length: int, subject: str = "text") -> str | None:
+    """Why a text cannot be classified, or None: the rules classify_text applies, for one batch item.
+
+    ``subject`` is worded as the schema's errors word it, so "" (refused by the schema) and "   " (refused
+    here) read the same."""
     if not isinstance(text, str):
         return f"item is a {type(text).__name__}, not a string"
     if not any(ch.isprintable() and not ch.isspace() for ch in text):
-        return "text is empty (it has no visible characters)"
+        return empty_text(subject)
     if len(text) > max_text_length:
-        return f"text is longer than {max_text_length} characters"
+        return f"{subject} is longer than {max_text_length} characters"
     return None
 
 
@@ -141,14 +148,13 @@ def register_classification_tools(
             "category_system_prompts": {c.name: c.system_prompt for c in config.categories},
             "category_descriptions": {c.name: c.description for c in config.categories},
         }
-        if info.scope is not None:
-            answer["scope"] = info.scope.to_public(config.names)
+        answer["scope"] = public_scope(info.scope, config.names, config.detect_out_of_scope)
         answer["languages"] = info.languages_public
         return answer
 
     async def classify_text(arguments: dict[str, Any]) -> dict[str, Any]:
         text = arguments["text"]
-        problem = _text_problem(text, max_text_length)
+        problem = _text_problem(text, max_text_length, subject="argument 'text'")
         if problem is not None:
             raise ToolError(problem)
         (result,) = await backend.classify([text])

@@ -54,7 +54,7 @@ def describe_schema_error(error: ValidationError) -> str:
     if rule == "maxLength":
         return f"{subject} is longer than {limit} characters"
     if rule == "minLength":
-        return f"{subject} must not be empty" if limit <= 1 else f"{subject} is shorter than {limit} characters"
+        return empty_text(subject) if limit <= 1 else f"{subject} is shorter than {limit} characters"
     if rule == "maxItems":
         return f"{subject} has {_size(value)} items: at most {limit} are allowed"
     if rule == "minItems":
@@ -68,6 +68,12 @@ def describe_schema_error(error: ValidationError) -> str:
     if rule == "pattern":
         return f"{subject} must match the pattern {excerpt(str(limit))}"
     return f"{subject} {'break' if not where else 'breaks'} the schema's {rule!r} rule"
+
+
+def empty_text(subject: str) -> str:
+    """One wording for "" (the schema's minLength) and for whitespace-only text (the tool's own check): to the
+    caller both are the same mistake."""
+    return f"{subject} is empty: it has no visible characters"
 
 
 def _unknown_keys(value: Any, schema: dict[str, Any]) -> list[str]:

@@ -61,7 +61,7 @@ def run_worker(settings: Settings, ready: Queue[tuple[int, int, float | None]], 
 
     sock = bind(settings.host, settings.port, reuse_port=True)
     sock.listen(LISTEN_BACKLOG)  # connections wait here while the app is built
-    configure_logging(settings.log_level, settings.log_format, with_pid=True)
+    configure_logging(settings.log_level, settings.log_format, with_pid=True, progress_bars=settings.verbose)
     _stop_when_orphaned()
     metrics = GatewayMetrics()
     redis = RedisRuntime(settings, metrics.registry)  # a client of the supervisor's Redis: it never starts one itself

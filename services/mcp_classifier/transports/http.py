@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from .. import __version__
 from ..backend.base import ClassificationBackend
 from ..backend.starting import StartingBackend
+from ..classify.scope_stats import public_scope
 from ..edge import EdgeGuard, EdgeMiddleware
 from ..protocol import correlation
 from ..protocol.dispatcher import McpDispatcher
@@ -268,7 +269,7 @@ def create_app(
                 "dtype": info.dtype,
                 "pooling": info.pooling,
                 "categories_reload_error": info.reload_error,
-                "scope": info.scope.to_public(info.categories.names) if info.scope else None,
+                "scope": public_scope(info.scope, info.categories.names, info.categories.detect_out_of_scope),
                 "fallback": info.categories.fallback,
                 "languages": info.languages_public,
                 **sse.health(),

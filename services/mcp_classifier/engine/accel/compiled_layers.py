@@ -67,7 +67,7 @@ class CompiledLayers(CompiledSwap):
     def apply(self, encoder: Encoder) -> int:
         layers = compile_layers(encoder.model, self.backend)
         if not layers:
-            log.info("compiled layers are off: the model has no stack of identical layers")
+            log.debug("compiled layers are off: the model has no stack of identical layers")
         return layers
 
     def undo(self, encoder: Encoder) -> None:

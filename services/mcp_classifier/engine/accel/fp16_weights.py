@@ -93,19 +93,19 @@ class Fp16Weights(SpeedUp):
 
     def wanted(self, device: torch.device, options: EngineOptions) -> bool:
         if options.fp16_weights_max_tokens and device.type != "cpu":
-            log.info("fp16 weights for small calls are off: they are for fp32 models on a CPU, and the model runs on %s", device)
+            log.debug("fp16 weights for small calls are off: they are for fp32 models on a CPU, and the model runs on %s", device)
         return bool(options.fp16_weights_max_tokens) and device.type == "cpu"
 
     def apply(self, encoder: Encoder) -> int:
         if encoder.device.type != "cpu" or encoder.dtype != torch.float32:
-            log.info("fp16 weights for small calls are off: they are for fp32 models on a CPU (%s, %s)", encoder.device, encoder.dtype)
+            log.debug("fp16 weights for small calls are off: they are for fp32 models on a CPU (%s, %s)", encoder.device, encoder.dtype)
             return 0
         if not fp16_weights_available():
-            log.info("fp16 weights for small calls are off: this torch build has no fbgemm fp16 GEMM on this CPU")
+            log.debug("fp16 weights for small calls are off: this torch build has no fbgemm fp16 GEMM on this CPU")
             return 0
         layers = use_fp16_weights(encoder.model, encoder.options.fp16_weights_max_tokens)
         if not layers:
-            log.info("fp16 weights for small calls are off: the model has no fp32 linear layer")
+            log.debug("fp16 weights for small calls are off: the model has no fp32 linear layer")
         return layers
 
     def undo(self, encoder: Encoder) -> None:

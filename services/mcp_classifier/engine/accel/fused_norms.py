@@ -111,7 +111,7 @@ class FusedNorms(SpeedUp):
     def apply(self, encoder: Encoder) -> int:
         swapped, kept = fuse_rms_norms(encoder.model, encoder.dtype)
         if not swapped and kept:
-            log.info("fused norms are off: none of the model's %d RMSNorm layers matches torch's rms_norm", kept)
+            log.debug("fused norms are off: none of the model's %d RMSNorm layers matches torch's rms_norm", kept)
         return swapped
 
     def undo(self, encoder: Encoder) -> None:

@@ -115,7 +115,7 @@ class FusedRotary(CompiledSwap):
     def apply(self, encoder: Encoder) -> int:
         layers = fuse_rotary(encoder.model, encoder.device.type, self.backend)
         if not layers:
-            log.info("fused rotary embeddings are off: the model's layers call no %s", ROTARY_FUNCTION)
+            log.debug("fused rotary embeddings are off: the model's layers call no %s", ROTARY_FUNCTION)
         return layers
 
     def undo(self, encoder: Encoder) -> None:

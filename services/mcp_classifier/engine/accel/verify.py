@@ -53,7 +53,7 @@ def apply_checked(encoder: Encoder, speed_up: SpeedUp, probe_texts: Sequence[str
         log.warning("%s are off: embeddings with them differ from the model's own (cosine %.4f)", speed_up.name, agreement)
         return 0
     encoder.applied[speed_up.name] = changed
-    log.info(
+    log.debug(
         "%s; embeddings agree with the model's own (cosine %.6f), applied and checked in %.1f s",
         speed_up.describe(encoder, changed),
         agreement,
@@ -74,7 +74,7 @@ def apply_known(encoder: Encoder, speed_up: SpeedUp) -> int:
         return 0
     if changed:
         encoder.applied[speed_up.name] = changed
-        log.info("%s; checked against the model's own at an earlier start", speed_up.describe(encoder, changed))
+        log.debug("%s; checked against the model's own at an earlier start", speed_up.describe(encoder, changed))
     return changed
 
 
