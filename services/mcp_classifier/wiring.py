@@ -259,6 +259,8 @@ def build_http_doors(
                 reflection=settings.grpc_reflection,
                 tracing=tracing,
                 metrics=metrics,
+                max_connection_age_s=settings.grpc_max_connection_age_s,
+                max_connection_age_grace_s=settings.grpc_max_connection_age_grace_s,
             )
         )
     return HttpDoors(edge, gateway, services, late_services)

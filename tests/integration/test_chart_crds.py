@@ -1,7 +1,7 @@
 """The chart's custom resources against the operators' own CRDs, checked as an API server with fieldValidation=Strict would.
 
 The CRDs are upstream data kept outside the project, in ../shared/crds (its README names each source and version):
-KubeRay's RayService, prometheus-operator's ServiceMonitor, and the Locust operator's LocustTest in both of its
+KubeRay's RayService, prometheus-operator's ServiceMonitor, PodMonitor and PrometheusRule, and the Locust operator's LocustTest in both of its
 groups (locust.io since the operator's chart 0.1.6, locust.cloud in 0.1.5 and older). Without that folder the
 tests skip. Every ci/ profile is rendered once by the real helm, plus the loadtest profile with the old group.
 
@@ -31,7 +31,7 @@ from tests.integration.test_helm_chart import PROFILES, helm_template
 from tests.integration.test_helm_chart import helm as helm  # the helm binary fixture, re-exported for this module's tests
 
 CRDS_DIR = Path(__file__).resolve().parents[3] / "shared" / "crds"
-CHECKED_KINDS = ("RayService", "ServiceMonitor", "LocustTest")
+CHECKED_KINDS = ("RayService", "ServiceMonitor", "PodMonitor", "PrometheusRule", "LocustTest")
 
 # ObjectMeta's fields (k8s.io/apimachinery meta/v1), strict: what `metadata` may hold at a resource's root.
 OBJECT_META: dict[str, Any] = {
@@ -160,6 +160,26 @@ RENDERS: dict[str, tuple[str | None, dict[str, Any] | None]] = {
     **{profile: (profile, None) for profile in PROFILES},
     # the Locust operator's chart 0.1.5 and older: group locust.cloud
     "loadtest-locust.cloud": ("loadtest", {"loadtest": {"apiGroup": "locust.cloud"}}),
+    # production with the options no profile takes: the incremental upgrade, your own HA Redis for the GCS, the model
+    # on an image volume
+    "production-options": (
+        "production",
+        {
+            "embedder": {
+                "upgradeStrategy": "NewClusterWithIncrementalUpgrade",
+                "clusterUpgradeOptions": {"gatewayClassName": "istio"},
+                "gcsFaultTolerance": {
+                    "externalAddress": "redis-ha.platform.svc:6379",
+                    "existingSecret": "redis-ha",
+                    "externalStorageNamespace": "mcp-classifier",
+                },
+                "modelDelivery": {
+                    "mode": "volume",
+                    "volume": {"image": {"reference": "registry.example/models/qwen3-embedding:0.6b", "pullPolicy": "IfNotPresent"}},
+                },
+            }
+        },
+    ),
 }
 
 
@@ -201,6 +221,8 @@ def test_the_renders_cover_every_checked_kind_and_both_locust_groups(custom_reso
     assert seen == {
         ("ray.io/v1", "RayService"),
         ("monitoring.coreos.com/v1", "ServiceMonitor"),
+        ("monitoring.coreos.com/v1", "PodMonitor"),
+        ("monitoring.coreos.com/v1", "PrometheusRule"),
         ("locust.io/v1", "LocustTest"),
         ("locust.cloud/v1", "LocustTest"),
     }
@@ -257,6 +279,10 @@ def _set(doc: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
         ("production", "RayService", "spec.rayClusterConfig.headGroupSpec.template.metadata.labelz", {"a": "b"}, "labelz"),
         ("production", "RayService", "spec.rayClusterConfig.workerGroupSpecs.0.replicas", "two", "'two' is not of type 'integer'"),
         ("production", "ServiceMonitor", "spec.endpoints.0.portt", "http", "portt"),
+        ("production", "PodMonitor", "spec.podMetricsEndpoints.0.portt", "metrics", "portt"),
+        ("production", "PrometheusRule", "spec.groups.0.rules.0.expression", "up", "expression"),
+        ("production", "RayService", "spec.rayClusterConfig.gcsFaultToleranceOptions.redisAdress", "x:6379", "redisAdress"),
+        ("production-options", "RayService", "spec.upgradeStrategy.clusterUpgradeOptions.maxSurge", 10, "maxSurge"),
         ("loadtest", "LocustTest", "spec.worker.resource", {"limits": {"cpu": "1"}}, "resource"),
         ("loadtest", "LocustTest", "spec.master.resources.limits.cpu", True, "neither an integer nor a string"),
         ("loadtest-locust.cloud", "LocustTest", "spec.workers", 0, "minimum"),

@@ -120,6 +120,8 @@ def release_pods(docs: list[dict[str, Any]]) -> dict[str, Pod]:
     pods = {"gateway": Pod("gateway", NAMESPACE, gateway(docs)["spec"]["template"]["metadata"]["labels"])}
     for deployment in find(docs, "Deployment", "-redis"):
         pods["redis"] = Pod("redis", NAMESPACE, deployment["spec"]["template"]["metadata"]["labels"])
+    for deployment in find(docs, "Deployment", "-redis-gcs"):  # the GCS's Redis (embedder.gcsFaultTolerance)
+        pods["redis-gcs"] = Pod("redis-gcs", NAMESPACE, deployment["spec"]["template"]["metadata"]["labels"])
     cluster = one(docs, "RayService")["spec"]["rayClusterConfig"]
     kuberay = {"ray.io/is-ray-node": "yes", "ray.io/cluster": "rel-embedder-abcde", "app.kubernetes.io/created-by": "kuberay-operator"}
     head = cluster["headGroupSpec"]["template"]["metadata"]["labels"]
@@ -148,7 +150,7 @@ OUTSIDERS = {
     "neighbour": Pod("neighbour", NAMESPACE, {"app": "something-else"}),
     "stranger": Pod("stranger", "default", {"app": "something-else"}),
 }
-TARGETS = ("gateway", "redis", "ray-head", "ray-worker")
+TARGETS = ("gateway", "redis", "ray-head", "ray-worker", "redis-gcs")
 
 
 def operator_pod(values: dict[str, Any]) -> Pod:
@@ -183,19 +185,23 @@ def render(helm: list[str], tmp_path: Path, values: dict[str, Any], profile: str
 
 
 # ---- the production profile, port by port ------------------------------------------------------------
+_NOTHING = {"gateway": "-", "redis": "-", "ray-head": "-", "ray-worker": "-", "redis-gcs": "-"}
 PRODUCTION = {  # source -> {target: ports}; docs/kubernetes.md shows the same table
-    "gateway": {"gateway": "-", "redis": "6379", "ray-head": "8265, 9000, 40000-41000", "ray-worker": "9000, 40000-41000"},
-    "redis": {"gateway": "-", "redis": "-", "ray-head": "-", "ray-worker": "-"},
-    "ray-head": {"gateway": "-", "redis": "-", "ray-head": "all", "ray-worker": "all"},
-    "ray-worker": {"gateway": "-", "redis": "-", "ray-head": "all", "ray-worker": "all"},
-    "helm-test": {"gateway": "8080, 50051", "redis": "-", "ray-head": "-", "ray-worker": "-"},
-    "router": {"gateway": "8080, 50051", "redis": "-", "ray-head": "-", "ray-worker": "-"},
-    "prometheus": {"gateway": "8080, 50051", "redis": "-", "ray-head": "8080, 44217, 44227", "ray-worker": "8080"},
-    "monitoring-other": {"gateway": "-", "redis": "-", "ray-head": "-", "ray-worker": "-"},
-    "kuberay-operator": {"gateway": "-", "redis": "-", "ray-head": "8265", "ray-worker": "-"},
-    "kuberay-operator-elsewhere": {"gateway": "-", "redis": "-", "ray-head": "-", "ray-worker": "-"},
-    "neighbour": {"gateway": "-", "redis": "-", "ray-head": "-", "ray-worker": "-"},
-    "stranger": {"gateway": "-", "redis": "-", "ray-head": "-", "ray-worker": "-"},
+    # direct ingress is off in production: Serve's gRPC proxy only, and no way to the head's dashboard (Jobs API)
+    "gateway": {**_NOTHING, "redis": "6379", "ray-head": "9000", "ray-worker": "9000"},
+    "redis": _NOTHING,
+    # the GCS's Redis: the RayService's pods alone (the head's GCS; KubeRay's cleanup Job uses the head's template)
+    "ray-head": {**_NOTHING, "ray-head": "all", "ray-worker": "all", "redis-gcs": "6379"},
+    "ray-worker": {**_NOTHING, "ray-head": "all", "ray-worker": "all", "redis-gcs": "6379"},
+    "redis-gcs": _NOTHING,
+    "helm-test": {**_NOTHING, "gateway": "8080, 50051"},
+    "router": {**_NOTHING, "gateway": "8080, 50051"},
+    "prometheus": {**_NOTHING, "gateway": "8080, 50051", "ray-head": "8080, 44217, 44227", "ray-worker": "8080"},
+    "monitoring-other": _NOTHING,
+    "kuberay-operator": {**_NOTHING, "ray-head": "8265"},
+    "kuberay-operator-elsewhere": _NOTHING,
+    "neighbour": _NOTHING,
+    "stranger": _NOTHING,
 }
 
 
@@ -209,7 +215,7 @@ def test_the_docs_show_the_production_table() -> None:
     rows = {}
     for line in text.splitlines():
         cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
-        if len(cells) == 5 and cells[0] in PRODUCTION:
+        if len(cells) == 1 + len(TARGETS) and cells[0] in PRODUCTION:
             rows[cells[0]] = dict(zip(TARGETS, [c.replace("–", "-").replace("all ports", "all") for c in cells[1:]]))
     assert rows == PRODUCTION
 
@@ -304,14 +310,14 @@ def test_with_the_head_in_the_serve_service_the_operator_also_checks_its_serve_p
     """KubeRay labels the head for the serve Service after a GET /-/healthz on its Serve HTTP proxy (port 8000)."""
     docs = render(helm, tmp_path, {"embedder": {"excludeHeadPodFromServeSvc": False}})
     table = reach_table(docs)
-    assert table["kuberay-operator"] == {"gateway": "-", "redis": "-", "ray-head": "8000, 8265", "ray-worker": "-"}
-    assert table["gateway"]["ray-head"] == "8265, 9000, 40000-41000" and table["neighbour"]["ray-head"] == "-"
+    assert table["kuberay-operator"] == {**_NOTHING, "ray-head": "8000, 8265"}
+    assert table["gateway"]["ray-head"] == "9000" and table["neighbour"]["ray-head"] == "-"
 
 
 def test_no_metrics_port_opens_without_a_monitoring_namespace(helm: list[str], tmp_path: Path) -> None:
     docs = render(helm, tmp_path, {"networkPolicy": {"monitoring": {"namespace": "", "podLabels": {}}}})
     table = reach_table(docs)
-    assert table["prometheus"] == {"gateway": "8080, 50051", "redis": "-", "ray-head": "-", "ray-worker": "-"}
+    assert table["prometheus"] == {**_NOTHING, "gateway": "8080, 50051"}
 
 
 # ---- the router edge -------------------------------------------------------------------------------

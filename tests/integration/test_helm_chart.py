@@ -41,6 +41,7 @@ KUBE_VERSION = "1.35.0"
 # Chart values -> the `mcp-classifier serve-config` flag of the same setting (settings.py field in the flag).
 VALUE_FLAGS: dict[str, str] = {
     "embedder.model": "--model",
+    "embedder.modelRevision": "--model-revision",
     "embedder.device": "--device",
     "embedder.dtype": "--dtype",
     "embedder.pooling": "--pooling",
@@ -274,6 +275,8 @@ def test_serve_config_v2_equals_the_cli_for_every_ci_profile(rendered: dict[str,
 
 ALL_DEFAULTS = {  # every replica setting at its Settings default: serve-config lists none of them
     "model": "builtin:minilm",
+    "modelRevision": "",
+    "modelDelivery": {"mode": "image"},
     "device": "auto",
     "dtype": "auto",
     "pooling": "auto",
@@ -303,7 +306,8 @@ ALL_DEFAULTS = {  # every replica setting at its Settings default: serve-config 
     "workers": {"gpusPerPod": 0, "tolerations": []},
 }
 ALL_CHANGED = {  # every setting away from its default, odd numbers included
-    "model": "/models/qwen3-embedding",
+    "model": "acme/qwen3-embedding-tuned",
+    "modelRevision": "0123456789abcdef0123456789abcdef01234567",
     "device": "cuda",
     "dtype": "float16",
     "pooling": "last",
@@ -373,6 +377,12 @@ def test_serve_config_v2_is_a_valid_ray_serve_config(rendered: dict[str, list[di
         assert config.grpc_options.port == values_of(profile)["serve"]["grpcPort"]
 
 
+def test_every_profiles_gateway_logs_json_lines(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    """A pod has no terminal, so the CLI's auto would pick JSON too; the chart says it outright for log pipelines."""
+    for profile, docs in rendered.items():
+        assert one(docs, "ConfigMap", "-gateway")["data"]["MCP_CLASSIFIER_LOG_FORMAT"] == "json", profile
+
+
 # ---- GPUs --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("profile", ["default", "production"])
 def test_the_worker_group_requests_gpus_with_requests_equal_to_limits(rendered: dict[str, list[dict[str, Any]]], profile: str) -> None:
@@ -433,9 +443,11 @@ def test_hpa_on_means_the_deployment_has_no_replicas(rendered: dict[str, list[di
     assert hpa["apiVersion"] == "autoscaling/v2"
     assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": gateway(production)["metadata"]["name"]}
     assert hpa["spec"]["minReplicas"] == 2 and hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] > 0
-    pdb = one(production, "PodDisruptionBudget")
+    pdb = one(production, "PodDisruptionBudget", "-gateway")
+    # one pod at a time whatever the HPA's count: minAvailable 1 would let a drain take all but one of 12
+    assert "minAvailable" not in pdb["spec"]
     assert (
-        pdb["spec"]["minAvailable"] == 1
+        pdb["spec"]["maxUnavailable"] == 1
         and pdb["spec"]["selector"]["matchLabels"] == gateway(production)["spec"]["selector"]["matchLabels"]
     )
     # without the HPA the replicas are explicit
@@ -594,7 +606,8 @@ def test_network_policy_egress_is_exactly_dns_redis_ray_serve_grpc_and_otlp(rend
     assert production["egress"] == [
         DNS_RULE,
         {"to": [{"podSelector": _selector("redis")}], "ports": [{"port": 6379, "protocol": "TCP"}]},
-        EMBEDDER_RULE,
+        # direct ingress off in production: Serve's gRPC proxy only, not the replicas' ports nor the head's dashboard
+        {"to": EMBEDDER_RULE["to"], "ports": [{"port": 9000, "protocol": "TCP"}]},
         {
             "ports": [{"port": 4317, "protocol": "TCP"}],
             "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "observability"}}}],
@@ -664,7 +677,28 @@ def test_the_grafana_dashboard_is_a_sidecar_configmap_only_when_enabled(rendered
     configmap = one(rendered["production"], "ConfigMap", "-gateway-dashboard")
     assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert configmap["metadata"]["labels"]["app.kubernetes.io/component"] == "gateway"
-    assert json.loads(configmap["data"][DASHBOARD_KEY]) == json.loads(DASHBOARD_FILE.read_text())
+    shipped = json.loads(configmap["data"][DASHBOARD_KEY])
+    # the file as it is, but for a uid and title of this release: two releases in one Grafana do not share a dashboard
+    assert {k: v for k, v in shipped.items() if k not in ("uid", "title")} == {
+        k: v for k, v in json.loads(DASHBOARD_FILE.read_text()).items() if k not in ("uid", "title")
+    }
+    assert shipped["uid"] == f"{RELEASE}-mcp-classifier-gateway" and RELEASE in shipped["title"]
+
+
+def test_two_releases_get_two_dashboard_uids(helm: list[str], tmp_path: Path) -> None:
+    """Grafana keys dashboards by uid (at most 40 characters): a shared one would make two releases overwrite each other."""
+    values = tmp_path / "dashboard.yaml"
+    values.write_text(yaml.safe_dump({"gateway": {"grafanaDashboard": {"enabled": True}}}))
+    uids = set()
+    for release in ("search-prod", "a-release-name-long-enough-to-be-truncated-by-grafana"):
+        out = subprocess.run(
+            [*helm, "template", release, str(CHART), "-n", NAMESPACE, "-f", str(values)], capture_output=True, text=True, check=True
+        ).stdout
+        configmap = one([d for d in yaml.safe_load_all(out) if d], "ConfigMap", "-gateway-dashboard")
+        uid = json.loads(configmap["data"][DASHBOARD_KEY])["uid"]
+        assert 0 < len(uid) <= 40 and uid.startswith(release[:20])
+        uids.add(uid)
+    assert len(uids) == 2
 
 
 def test_the_dashboards_extra_labels_and_annotations_reach_the_configmap(helm: list[str], tmp_path: Path) -> None:
@@ -757,27 +791,66 @@ def test_the_redis_password_comes_from_a_secret(rendered: dict[str, list[dict[st
     assert env.index("REDIS_PASSWORD") < env.index("MCP_CLASSIFIER_REDIS_URL")  # $(VAR) needs it defined first
     assert variables["MCP_CLASSIFIER_REDIS_URL"]["value"] == "rediss://:$(REDIS_PASSWORD)@cache.example.internal:6380/0"
     assert not find(rendered["external-redis"], "Deployment", "-redis")
-    (default,) = gateway(rendered["default"])["spec"]["template"]["spec"]["containers"]
-    assert env_of(default)["MCP_CLASSIFIER_REDIS_URL"]["value"] == f"redis://{RELEASE}-mcp-classifier-redis:6379/0"
-    redis = one(rendered["default"], "Deployment", "-redis")["spec"]["template"]["spec"]
-    assert redis["securityContext"]["runAsNonRoot"] is True
-    assert ":" in redis["containers"][0]["image"] and not redis["containers"][0]["image"].endswith(":latest")
+    assert not find(rendered["external-redis"], "Secret", "-redis")
+
+
+def redis_config_files(container: dict[str, Any]) -> str:
+    """The script that starts redis-server (sh -c): it writes the config file the password goes in."""
+    assert container["command"] == ["/bin/sh", "-c"]
+    return container["args"][0]
+
+
+@pytest.mark.parametrize("profile", ["default", "production"])
+def test_the_charts_redis_has_a_password_from_a_secret_and_never_on_its_command_line(
+    rendered: dict[str, list[dict[str, Any]]], profile: str
+) -> None:
+    docs = rendered[profile]
+    wanted = values_of(profile)["redis"]["auth"]
+    secret_name = wanted["existingSecret"] or f"{RELEASE}-mcp-classifier-redis"
+    generated = find(docs, "Secret", "-redis")
+    if wanted["existingSecret"]:
+        assert not generated  # the user's Secret, not one of the chart's
+    else:
+        (secret,) = generated
+        assert len(base64.b64decode(secret["data"]["password"])) == 32
+    # the gateway: the password from that Secret, into its URL
+    (gw,) = gateway(docs)["spec"]["template"]["spec"]["containers"]
+    variables = env_of(gw)
+    assert variables["REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == secret_name
+    assert variables["MCP_CLASSIFIER_REDIS_URL"]["value"] == f"redis://:$(REDIS_PASSWORD)@{RELEASE}-mcp-classifier-redis:6379/0"
+    # Redis: the Secret mounted as a file, the password written into a config file at start; no --requirepass, no env,
+    # no --protected-mode no
+    spec = one(docs, "Deployment", "-redis")["spec"]["template"]["spec"]
+    (container,) = spec["containers"]
+    assert "env" not in container and "envFrom" not in container
+    flat = json.dumps(container["args"][1:])
+    assert "requirepass" not in flat and "protected-mode" not in flat and "PASSWORD" not in flat
+    assert "requirepass" in redis_config_files(container) and "/etc/redis/auth/password" in redis_config_files(container)
+    (auth,) = [v for v in spec["volumes"] if v["name"] == "auth"]
+    assert auth["secret"]["secretName"] == secret_name
+    assert {m["mountPath"]: m.get("readOnly", False) for m in container["volumeMounts"]}["/etc/redis/auth"] is True
+    assert "/etc/redis/auth/password" in json.dumps(container["readinessProbe"])
+    assert spec["securityContext"]["runAsNonRoot"] is True and container["securityContext"]["readOnlyRootFilesystem"] is True
+
+
+def test_the_charts_redis_is_a_patched_7_4_pinned_by_digest(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    image = one(rendered["default"], "Deployment", "-redis")["spec"]["template"]["spec"]["containers"][0]["image"]
+    match = re.fullmatch(r"docker\.io/library/redis:7\.4\.(\d+)-alpine@sha256:[0-9a-f]{64}", image)
+    assert match and int(match.group(1)) >= 9, image  # 7.4.2 predates the Lua and HyperLogLog CVE fixes of 7.4.6-7.4.9
 
 
 # ---- OpenTelemetry, categories ----------------------------------------------------------------------
 def test_one_otel_block_sets_the_otel_variables_of_every_pod_running_our_code(rendered: dict[str, list[dict[str, Any]]]) -> None:
     endpoint = values_of("production")["otel"]["endpoint"]
     for name, spec in pod_specs(rendered["production"]).items():
-        if name.endswith("-redis"):
+        if "-redis" in name:
             continue
         env = env_of(spec["containers"][0])
         assert env["OTEL_EXPORTER_OTLP_ENDPOINT"]["value"] == endpoint, name
         assert env["OTEL_TRACES_SAMPLER_ARG"]["value"] == "0.1"
         assert "deployment.environment=production" in env["OTEL_RESOURCE_ATTRIBUTES"]["value"]
     services = {
-        env_of(s["containers"][0])["OTEL_SERVICE_NAME"]["value"]
-        for n, s in pod_specs(rendered["production"]).items()
-        if not n.endswith("-redis")
+        env_of(s["containers"][0])["OTEL_SERVICE_NAME"]["value"] for n, s in pod_specs(rendered["production"]).items() if "-redis" not in n
     }
     assert {"mcp-classifier-gateway", "mcp-classifier-embedder"} <= services
     for spec in pod_specs(rendered["default"]).values():
@@ -800,7 +873,7 @@ def test_the_categories_configmap_is_a_valid_categories_file_mounted_where_serve
         assert volume["configMap"]["name"] == cm["metadata"]["name"]
         (mount,) = [m for m in spec["containers"][0]["volumeMounts"] if m["name"] == volume["name"]]
         assert f"{mount['mountPath']}/{volume['configMap']['items'][0]['path']}" == CATEGORIES_FILE
-        assert group["template"]["metadata"]["annotations"]["checksum/categories"]
+        assert "annotations" not in group["template"]["metadata"]  # no checksum: an edit must not replace the cluster
     # without categories the packaged default is used: no ConfigMap, no mount, no categories_file
     assert not find(rendered["default"], "ConfigMap", "-categories")
     assert "categories_file" not in serve_config_v2(rendered["default"])["applications"][0]["args"]["settings"]
@@ -927,6 +1000,8 @@ def test_every_rendered_object_is_valid(rendered: dict[str, list[dict[str, Any]]
             elif doc["kind"] == "ServiceMonitor":
                 assert doc["apiVersion"] == "monitoring.coreos.com/v1"
                 assert doc["spec"]["endpoints"] == [{"port": "http", "path": "/metrics", "interval": "30s", "scrapeTimeout": "10s"}]
+            elif doc["kind"] in ("PodMonitor", "PrometheusRule"):
+                assert doc["apiVersion"] == "monitoring.coreos.com/v1"  # their CRDs check them: test_chart_crds.py
             else:
                 kubernetes_validate.validate(doc, KUBE_VERSION, strict=True)
 
@@ -986,7 +1061,7 @@ def test_the_gateway_environment_is_valid_settings(
     assert settings.host == "0.0.0.0" and settings.batch_size == values_of(profile)["embedder"]["batchSize"]
     if "redis_url" in Settings.model_fields:
         url = settings.redis_url.get_secret_value()
-        assert url.startswith("redis") and ("s3cret" in url) == (profile == "external-redis")
+        assert url.startswith("redis") and "s3cret" in url  # the chart's Redis has a password too
 
 
 @pytest.mark.parametrize("enabled", [True, False])

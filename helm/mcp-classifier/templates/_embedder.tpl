@@ -20,6 +20,15 @@ capabilities:
 {{- define "mcp-classifier.ray.env" -}}
 - name: HF_HOME
   value: /home/ray/.cache/huggingface
+{{- with .Values.embedder.modelDelivery }}
+{{- if ne .mode "hub" }}
+# embedder.modelDelivery {{ .mode }}: the weights are already here; the hub is never asked
+- name: HF_HUB_CACHE
+  value: {{ ternary .imagePath .mountPath (eq .mode "image") | quote }}
+- name: HF_HUB_OFFLINE
+  value: "1"
+{{- end }}
+{{- end }}
 - name: RAY_SERVE_THROUGHPUT_OPTIMIZED
   value: {{ ternary "1" "0" .Values.embedder.throughputOptimized | quote }}
 {{- with .Values.embedder.directIngress }}
@@ -42,9 +51,20 @@ capabilities:
 {{- end }}
 {{- end -}}
 
+{{/* include (list $ "head"|"worker"): the model's volume on the workers only (the head runs no replica). */}}
 {{- define "mcp-classifier.ray.volumeMounts" -}}
+{{- $worker := eq (index . 1) "worker" -}}
+{{- with index . 0 -}}
+{{- $delivery := .Values.embedder.modelDelivery -}}
+{{- if and $worker (eq $delivery.mode "hub") }}
+# the download cache (modelDelivery.mode hub); nothing is baked here (an image bakes its weights at modelDelivery.imagePath)
 - name: model-cache
   mountPath: /home/ray/.cache/huggingface
+{{- else if and $worker (eq $delivery.mode "volume") }}
+- name: model-store
+  mountPath: {{ $delivery.mountPath }}
+  readOnly: true
+{{- end }}
 - name: dshm
   mountPath: /dev/shm
 {{- if include "mcp-classifier.categories.enabled" . }}
@@ -52,14 +72,23 @@ capabilities:
   mountPath: {{ include "mcp-classifier.categoriesDir" . }}
   readOnly: true
 {{- end }}
+{{- end }}
 {{- end -}}
 
+{{/* include (list $ SHM-SIZE "head"|"worker") */}}
 {{- define "mcp-classifier.ray.volumes" -}}
 {{- $shm := index . 1 -}}
+{{- $worker := eq (index . 2) "worker" -}}
 {{- with index . 0 -}}
+{{- $delivery := .Values.embedder.modelDelivery -}}
+{{- if and $worker (eq $delivery.mode "hub") }}
 - name: model-cache
   emptyDir:
     sizeLimit: {{ .Values.embedder.modelCacheSizeLimit }}
+{{- else if and $worker (eq $delivery.mode "volume") }}
+- name: model-store
+  {{- toYaml $delivery.volume | nindent 2 }}
+{{- end }}
 - name: dshm
   emptyDir:
     medium: Memory
@@ -75,12 +104,9 @@ capabilities:
 {{- end }}
 {{- end -}}
 
+{{/* No checksum of the categories file here: every replica watches its mounted copy and reloads it in place, so an
+edit changes nothing of the RayService and starts no new cluster (tests/integration/test_helm_chart.py checks it). */}}
 {{- define "mcp-classifier.ray.podMetadata" -}}
 labels:
   {{- include "mcp-classifier.labels" (list . "embedder") | nindent 2 }}
-{{- if .Values.categories.content }}
-annotations:
-  # a new categories file rolls a new Ray cluster (RayService zero-downtime upgrade)
-  checksum/categories: {{ .Values.categories.content | sha256sum }}
-{{- end }}
 {{- end -}}

@@ -52,6 +52,41 @@ helm.sh/chart: {{ include "mcp-classifier.chart" $root }}
 {{- printf "%s-redis" (include "mcp-classifier.fullname" . | trunc 57 | trimSuffix "-") -}}
 {{- end -}}
 
+{{/* The Redis of the chart's cache: its password's Secret (redis.auth.existingSecret, or one the chart generates). */}}
+{{- define "mcp-classifier.redis.secretName" -}}
+{{- default (include "mcp-classifier.redis.fullname" .) .Values.redis.auth.existingSecret -}}
+{{- end -}}
+{{- define "mcp-classifier.redis.secretKey" -}}
+{{- if .Values.redis.auth.existingSecret }}{{ .Values.redis.auth.existingSecretPasswordKey }}{{ else }}password{{ end -}}
+{{- end -}}
+
+{{/* The Redis the Ray head's GCS keeps its state in, when the chart runs it (gcsFaultTolerance without externalAddress). */}}
+{{- define "mcp-classifier.gcsRedis.fullname" -}}
+{{- printf "%s-redis-gcs" (include "mcp-classifier.fullname" . | trunc 53 | trimSuffix "-") -}}
+{{- end -}}
+{{- define "mcp-classifier.gcsRedis.enabled" -}}
+{{- if and .Values.embedder.gcsFaultTolerance.enabled (not .Values.embedder.gcsFaultTolerance.externalAddress) }}true{{ end -}}
+{{- end -}}
+{{- define "mcp-classifier.gcsRedis.secretName" -}}
+{{- default (include "mcp-classifier.gcsRedis.fullname" .) .Values.gcsRedis.auth.existingSecret -}}
+{{- end -}}
+{{- define "mcp-classifier.gcsRedis.secretKey" -}}
+{{- if .Values.gcsRedis.auth.existingSecret }}{{ .Values.gcsRedis.auth.existingSecretPasswordKey }}{{ else }}password{{ end -}}
+{{- end -}}
+
+{{/* A generated password kept across upgrades: include "mcp-classifier.keptSecretValue" (list $ SECRET-NAME KEY LENGTH).
+`helm template` cannot look the Secret up and renders a new one each time. */}}
+{{- define "mcp-classifier.keptSecretValue" -}}
+{{- $root := index . 0 -}}
+{{- $value := "" -}}
+{{- with lookup "v1" "Secret" $root.Release.Namespace (index . 1) -}}
+{{- with .data -}}
+{{- $value = index . (index $ 2) | default "" -}}
+{{- end -}}
+{{- end -}}
+{{- $value | default (randAlphaNum (index . 3) | b64enc) -}}
+{{- end -}}
+
 {{/* The RayService name is kept short: KubeRay derives cluster, pod and Service names from it. */}}
 {{- define "mcp-classifier.rayservice.name" -}}
 {{- printf "%s-embedder" (include "mcp-classifier.fullname" . | trunc 30 | trimSuffix "-") -}}
@@ -70,11 +105,23 @@ helm.sh/chart: {{ include "mcp-classifier.chart" $root }}
 {{- end -}}
 {{- end -}}
 
-{{/* image reference of a component: include "mcp-classifier.image" (list $ .Values.gateway.image) */}}
+{{/* image reference of a component: include "mcp-classifier.image" (list $ .Values.gateway.image): repository:tag, and
+@digest after it when a digest is set (the runtime then pulls by digest; the tag stays for people reading it). */}}
 {{- define "mcp-classifier.image" -}}
 {{- $root := index . 0 -}}
 {{- $image := index . 1 -}}
-{{- printf "%s:%s" $image.repository (default $root.Chart.AppVersion $image.tag) -}}
+{{- $tag := default $root.Chart.AppVersion $image.tag -}}
+{{- if $image.digest -}}
+{{- printf "%s:%s@%s" $image.repository $tag $image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $image.repository $tag -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The ServiceAccount of the Ray pods: its own, with no token mounted. KubeRay binds its autoscaler Role to the
+head's ServiceAccount; the autoscaler sidecar alone gets a token (rayservice.yaml). */}}
+{{- define "mcp-classifier.ray.serviceAccountName" -}}
+{{- printf "%s-ray" (include "mcp-classifier.fullname" . | trunc 59 | trimSuffix "-") -}}
 {{- end -}}
 
 {{/* imagePullSecrets block for a non-empty list of secret names (callers guard with `with`). */}}
@@ -277,6 +324,23 @@ Value checks that a JSON schema cannot express. Included by every workload templ
 {{- if gt (mulf $e.replicas.min $e.gpusPerReplica) (mulf $e.workers.maxReplicas $e.workers.gpusPerPod) -}}
 {{- fail "embedder.replicas.min * gpusPerReplica exceeds the GPUs of embedder.workers.maxReplicas worker pods: the RayService could never become ready" -}}
 {{- end -}}
+{{- $hubId := and (ne $e.model "builtin:minilm") (not (hasPrefix "/" $e.model)) (not (hasPrefix "random:" $e.model)) -}}
+{{- if and $e.modelRevision (not $hubId) -}}
+{{- fail (printf "embedder.modelRevision applies to a hub id; %s has none: set embedder.modelRevision=\"\"" $e.model) -}}
+{{- end -}}
+{{- $delivery := $e.modelDelivery -}}
+{{- if and $hubId (eq $delivery.mode "hub") (not (regexMatch "^[0-9a-f]{40}$" $e.modelRevision)) -}}
+{{- fail (printf "embedder.modelDelivery.mode hub downloads %s at each pod's start: pin embedder.modelRevision to a 40-hex commit of it, so every replica runs the same weights" $e.model) -}}
+{{- end -}}
+{{- if and (eq $delivery.mode "volume") (not $delivery.volume) -}}
+{{- fail "embedder.modelDelivery.mode volume needs embedder.modelDelivery.volume: a volume source holding the hub cache (a persistentVolumeClaim, or an image volume)" -}}
+{{- end -}}
+{{- if and (eq $e.upgradeStrategy "NewClusterWithIncrementalUpgrade") (not $e.clusterUpgradeOptions.gatewayClassName) -}}
+{{- fail "embedder.upgradeStrategy NewClusterWithIncrementalUpgrade needs embedder.clusterUpgradeOptions.gatewayClassName: KubeRay splits the traffic through a Gateway of that class" -}}
+{{- end -}}
+{{- if and $e.gcsFaultTolerance.existingSecret (not $e.gcsFaultTolerance.externalAddress) -}}
+{{- fail "embedder.gcsFaultTolerance.existingSecret is the password of your Redis at externalAddress: for the chart's own, set gcsRedis.auth.existingSecret" -}}
+{{- end -}}
 {{- end -}}
 
 {{/* `mcp-classifier serve` drains for this long on SIGTERM (the shutdown_timeout_s setting's default; a test keeps them equal). */}}
@@ -334,18 +398,13 @@ Environment
 {{/* MCP_CLASSIFIER_REDIS_URL; the password comes from a Secret through $(REDIS_PASSWORD), never from values. */}}
 {{- define "mcp-classifier.redisEnv" -}}
 {{- if .Values.redis.enabled }}
-{{- if .Values.redis.auth.existingSecret }}
 - name: REDIS_PASSWORD
   valueFrom:
     secretKeyRef:
-      name: {{ .Values.redis.auth.existingSecret }}
-      key: {{ .Values.redis.auth.existingSecretPasswordKey }}
+      name: {{ include "mcp-classifier.redis.secretName" . }}
+      key: {{ include "mcp-classifier.redis.secretKey" . }}
 - name: MCP_CLASSIFIER_REDIS_URL
   value: {{ printf "redis://:$(REDIS_PASSWORD)@%s:%d/0" (include "mcp-classifier.redis.fullname" .) (int .Values.redis.port) | quote }}
-{{- else }}
-- name: MCP_CLASSIFIER_REDIS_URL
-  value: {{ printf "redis://%s:%d/0" (include "mcp-classifier.redis.fullname" .) (int .Values.redis.port) | quote }}
-{{- end }}
 {{- else }}
 {{- if .Values.externalRedis.existingSecret }}
 - name: REDIS_PASSWORD
@@ -371,6 +430,7 @@ tests/test_helm_chart.py renders this and compares it with `mcp-classifier serve
 {{- $e := .Values.embedder -}}
 {{- $settings := dict -}}
 {{- if ne $e.model "builtin:minilm" }}{{ $_ := set $settings "model" $e.model }}{{ end -}}
+{{- if $e.modelRevision }}{{ $_ := set $settings "model_revision" $e.modelRevision }}{{ end -}}
 {{- if ne $e.device "auto" }}{{ $_ := set $settings "device" $e.device }}{{ end -}}
 {{- if ne $e.dtype "auto" }}{{ $_ := set $settings "dtype" $e.dtype }}{{ end -}}
 {{- if ne $e.pooling "auto" }}{{ $_ := set $settings "pooling" $e.pooling }}{{ end -}}

@@ -37,7 +37,7 @@ def build_classifier(settings: Settings) -> Classifier:
     tokenizer_threads = apply_tokenizer_threads(
         settings.tokenizer_threads, on_gpu=pick_device(settings.device).type == "cuda", model_cpus=torch.get_num_threads()
     )
-    log.info("tokenising on %s", f"{tokenizer_threads} thread(s)" if tokenizer_threads else "a pool over every CPU")
+    log.debug("tokenising on %s", f"{tokenizer_threads} thread(s)" if tokenizer_threads else "a pool over every CPU")
     # numpy's BLAS (OpenBLAS) keeps a thread per core that busy-waits for ~0.1 s after every
     # matmul. The scoring matmuls are tiny, and that spinning thread took most of a core from the
     # model on a 2-core box (32 clients: 236 -> 342 req/s). One BLAS thread, process-wide.
@@ -45,6 +45,7 @@ def build_classifier(settings: Settings) -> Classifier:
     config = load_categories(settings.categories_file)
     encoder = TextEncoder(
         settings.model,
+        revision=settings.model_revision,
         device=settings.device,
         dtype=settings.dtype,
         pooling=settings.pooling,

@@ -14,6 +14,7 @@ DEPLOYMENT_NAME = "Embedder"
 # Settings the replica itself needs to load the model and build the index.
 REPLICA_SETTINGS = (
     "model",
+    "model_revision",
     "device",
     "dtype",
     "pooling",

@@ -62,9 +62,22 @@ def resolve_model_path(model: str) -> str:
     return model
 
 
-def local_model_dir(model: str) -> str | None:
-    """Where a model's files sit on this machine: its own directory, or a hub id's snapshot in the local hub
-    cache (there once the model has loaded); None where there is none (a random model, a hub id not fetched)."""
+def hub_cache_dir() -> str:
+    """The hub cache a hub id loads from, read from the environment now (huggingface_hub reads it once, at import):
+    HF_HUB_CACHE, else HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub. Named in errors as where the model was looked for."""
+    home = os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME") or "~/.cache", "huggingface")
+    cache = os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE") or os.path.join(home, "hub")
+    return os.path.expandvars(os.path.expanduser(cache))
+
+
+def hub_offline() -> bool:
+    """HF_HUB_OFFLINE=1: only what is on this machine is read; the hub is never asked."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def local_model_dir(model: str, revision: str = "") -> str | None:
+    """Where a model's files sit on this machine: its own directory, or a hub id's snapshot of `revision` in the local
+    hub cache (there once the model has loaded); None where there is none (a random model, a hub id not fetched)."""
     path = resolve_model_path(model)
     if Path(path).is_dir():
         return path
@@ -73,9 +86,26 @@ def local_model_dir(model: str) -> str | None:
     try:
         from huggingface_hub import snapshot_download
 
-        return str(snapshot_download(path, local_files_only=True))
+        return str(snapshot_download(path, revision=revision or None, cache_dir=hub_cache_dir(), local_files_only=True))
     except Exception:  # noqa: BLE001 - not in the local cache, in whatever way the hub library says so
         return None
+
+
+def load_failure(model: str, path: str, revision: str, local_only: bool, exc: BaseException) -> ModelLoadError:
+    """One line a replica's log shows when it cannot get its weights: the model, the revision and where it looked."""
+    if Path(path).is_dir():
+        where = f"the directory {path}"
+    elif local_only:
+        where = f"the local hub cache {hub_cache_dir()} only (HF_HUB_OFFLINE=1 or a local-only load: the hub is not asked)"
+    else:
+        from huggingface_hub import constants
+
+        where = f"the local hub cache {hub_cache_dir()} and the hub at {constants.ENDPOINT}"
+    detail = " ".join(str(exc).split()) or type(exc).__name__
+    if len(detail) > 240:
+        detail = detail[:237] + "..."
+    pinned = f"revision {revision}" if revision else "no pinned revision (the hub's default branch, refs/main in a cache)"
+    return ModelLoadError(f"cannot load model {model!r} at {pinned}: looked in {where}: {detail}")
 
 
 def detect_pooling(model_dir: str, config: object) -> Pooling:
@@ -83,14 +113,15 @@ def detect_pooling(model_dir: str, config: object) -> Pooling:
     return read_spec(model_dir).pooling or detect_pooling_from_config(config)
 
 
-def _card_languages(path: str, local_only: bool) -> tuple[str, ...]:
+def _card_languages(path: str, local_only: bool, revision: str = "") -> tuple[str, ...]:
     """The languages the model's card declares: from its directory, or from the hub's cache for a hub id."""
     if Path(path).is_dir():
         return declared_languages(path)
     try:
         from huggingface_hub import hf_hub_download
 
-        return declared_languages(Path(hf_hub_download(path, "README.md", local_files_only=local_only)).parent)
+        card = hf_hub_download(path, "README.md", revision=revision or None, cache_dir=hub_cache_dir(), local_files_only=local_only)
+        return declared_languages(Path(card).parent)
     except Exception as exc:  # noqa: BLE001 - a card is optional: any failure to fetch it means "undeclared"
         log.info("the model card of %s could not be read (%s): its languages are taken as undeclared", path, exc)
         return ()
@@ -143,6 +174,7 @@ class TextEncoder:
         self,
         model: str,
         *,
+        revision: str = "",
         device: str = "auto",
         dtype: str = "auto",
         pooling: str = "auto",
@@ -164,7 +196,10 @@ class TextEncoder:
             )
         self.spec = SentenceTransformerSpec()
         self.languages: tuple[str, ...] = ()
-        local_only = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0") or Path(path).is_dir()
+        local_only = hub_offline() or Path(path).is_dir()
+        # A hub id loads every file (config, tokenizer, weights, card) from one snapshot: `revision`'s, in hub_cache_dir().
+        hub = {} if Path(path).is_dir() or is_random_model(model) else {"revision": revision or None, "cache_dir": hub_cache_dir()}
+        self.revision = revision if hub else ""
         try:
             if is_random_model(model):
                 # Throughput only: the published architecture with random weights (its pooling follows
@@ -175,22 +210,22 @@ class TextEncoder:
                 self.tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(BUILTIN_MINILM), local_files_only=True)
                 log.warning("model %s has RANDOM weights: its classifications mean nothing (throughput measurement only)", model)
             else:
-                config = AutoConfig.from_pretrained(path, local_files_only=local_only)
+                config = AutoConfig.from_pretrained(path, local_files_only=local_only, **hub)
                 # The authors' pipeline after the transformer, where the directory is a sentence-transformers one.
                 self.spec = read_spec(path)
-                self.languages = _card_languages(path, local_only)
+                self.languages = _card_languages(path, local_only, self.revision)
                 self.pooling = (self.spec.pooling or detect_pooling_from_config(config)) if pooling == "auto" else cast(Pooling, pooling)
-                self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=local_only)
-                self.model = AutoModel.from_pretrained(path, dtype=self.dtype, local_files_only=local_only)
+                self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=local_only, **hub)
+                self.model = AutoModel.from_pretrained(path, dtype=self.dtype, local_files_only=local_only, **hub)
         except (OSError, ValueError) as exc:
-            raise ModelLoadError(f"cannot load model {model!r} from {path!r}: {exc}") from exc
+            raise load_failure(model, path, self.revision, local_only, exc) from exc
         if self.pooling == "last":
             # Last-token pooling reads position -1, so padding must sit on the left.
             self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         # The files behind the model, for keys of what is computed from it (the start cache); None: none on disk.
-        self.model_dir = None if is_random_model(model) else local_model_dir(model)
+        self.model_dir = None if is_random_model(model) else local_model_dir(model, self.revision)
         # An embedding service never trains: no parameter asks autograd to record a forward.
         self.model.to(self.device).eval().requires_grad_(False)
         self.max_seq_length = max_seq_length
@@ -218,7 +253,7 @@ class TextEncoder:
         # hidden_states indices pooled into the classification features: the last layer, and the middle one where asked.
         self.feature_layers = self._feature_layers(middle_layer)
         if len(self.feature_layers) > 1:
-            log.info("classifying on layer %d beside the last (middle_layer_features)", self.feature_layers[1])
+            log.debug("classifying on layer %d beside the last (middle_layer_features)", self.feature_layers[1])
         self.last_batch_tokens = 0
         self.last_forward_calls = 0
         self.last_batch_packed = False  # read by tracing, like the two above
@@ -231,17 +266,17 @@ class TextEncoder:
         self._apply_wanted(MODEL_SPEED_UPS, known)  # first: the forward's cost, measured next, is their kernels'
         # How costly a model call is next to padding: decides how a mixed batch is split (batch_plan).
         self.forward_overhead_tokens = options.forward_overhead_tokens or self.measure_forward_overhead()
-        log.info("one forward costs about as much as %.0f tokens of padding", self.forward_overhead_tokens)
+        log.debug("one forward costs about as much as %.0f tokens of padding", self.forward_overhead_tokens)
         packing_agrees = bool(options.pack_width) and (known.packing_agrees if known is not None else self._packing_matches_padding())
         self.pack_width = options.pack_width if packing_agrees else 0
         if self.pack_width:
-            log.info("texts are packed into rows of about %d tokens (packed and padded embeddings agree)", self.pack_width)
+            log.debug("texts are packed into rows of about %d tokens (packed and padded embeddings agree)", self.pack_width)
         self._apply_wanted(CALL_SPEED_UPS, known)  # last: they serve the batch plan and the pack width
         if probes is not None and known is None:
             wanted = [s.name for s in (*MODEL_SPEED_UPS, *CALL_SPEED_UPS) if s.wanted(self.device, self.options)]
             probes.store(ProbeResults(packing_agrees, {name: self.applied.get(name, 0) for name in wanted}))
         elif probes is not None:
-            log.info("load-time checks: the answers of an earlier start of this model here (%s)", probes.path)
+            log.debug("load-time checks: the answers of an earlier start of this model here (%s)", probes.path)
 
     @property
     def info(self) -> EncoderInfo:

@@ -137,6 +137,17 @@ class BearerKeyInterceptor(grpc.aio.ServerInterceptor):
         return grpc.unary_unary_rpc_method_handler(refuse)
 
 
+def connection_age_options(max_age_s: float, grace_s: float) -> list[tuple[str, int]]:
+    """gRPC server options that end each client connection after max_age_s: a long-lived client then reconnects and,
+    through the Service, may land on a gateway pod the autoscaler added (without it, it stays where it first landed)."""
+    if max_age_s <= 0:
+        return []
+    return [
+        ("grpc.max_connection_age_ms", int(max_age_s * 1000)),
+        ("grpc.max_connection_age_grace_ms", int(grace_s * 1000)),
+    ]
+
+
 class PublicGrpcServer:
     """Started after the backend (so health says SERVING only when calls can succeed), stopped before it."""
 
@@ -150,8 +161,11 @@ class PublicGrpcServer:
         reflection: bool,
         tracing: bool,
         metrics: GatewayMetrics | None = None,
+        max_connection_age_s: float = 0.0,
+        max_connection_age_grace_s: float = 0.0,
     ) -> None:
         self.dispatcher = dispatcher
+        self.options = connection_age_options(max_connection_age_s, max_connection_age_grace_s)
         self.keys = keys
         self.metrics = metrics  # the gateway's /metrics registry: calls counted on the grpc door
         self.host = host
@@ -170,7 +184,7 @@ class PublicGrpcServer:
             from opentelemetry.instrumentation.grpc import aio_server_interceptor
 
             interceptors.insert(0, aio_server_interceptor())  # outermost: the span is current while the call runs
-        server = grpc.aio.server(interceptors=interceptors)
+        server = grpc.aio.server(interceptors=interceptors, options=self.options)
         gpb_grpc.add_ClassifierGatewayServicer_to_server(GatewayServicer(self.dispatcher, self.metrics), server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         services = [SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name]
