@@ -26,6 +26,7 @@ class HotReload:
         self._stop = threading.Event()
         self._lock: asyncio.Lock | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._refused = False  # the last reload was refused: a file fixed back to the live version says so
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -54,7 +55,8 @@ class HotReload:
             except Exception:
                 log.exception("categories reload (%s) failed; the current categories stay live", trigger)
                 return False
-            log_reload(log, trigger, changed, info)
+            log_reload(log, trigger, changed, info, refused_before=self._refused)
+            self._refused = info.reload_error is not None
         return changed
 
     def _from_watch_thread(self) -> None:
