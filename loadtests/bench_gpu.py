@@ -126,7 +126,7 @@ def measure(encoder: TextEncoder, texts: list[str], batch_size: int, min_seconds
     """
     one_call_per_batch(encoder, batch_size)
     batches = batches_of(texts[: max(batch_size, PASS_TEXTS)], batch_size)
-    tokenized = [encoder._tokenize(batch) for batch in batches]
+    tokenized = [encoder.tokens.tokenize(batch) for batch in batches]
     tokens = sum(len(ids) for features in tokenized for ids in features["input_ids"])
     count = sum(len(batch) for batch in batches)
     model_s = seconds_per_pass(lambda: [encoder.encode_tokenized(f) for f in tokenized], encoder.device, min_seconds)
@@ -160,7 +160,7 @@ def tokens_per_s_in_flight(encoder: TextEncoder, texts: list[str], batch_size: i
     if calls < 2 or len(texts) < batch_size * calls:
         return None
     one_call_per_batch(encoder, batch_size)
-    tokenized = [encoder._tokenize(batch) for batch in batches_of(texts[: batch_size * calls], batch_size)]
+    tokenized = [encoder.tokens.tokenize(batch) for batch in batches_of(texts[: batch_size * calls], batch_size)]
     tokens = sum(len(ids) for features in tokenized for ids in features["input_ids"])
     with ThreadPoolExecutor(max_workers=calls, thread_name_prefix="in-flight") as pool:
         seconds = seconds_per_pass(lambda: list(pool.map(encoder.encode_tokenized, tokenized)), encoder.device, min_seconds)
@@ -176,7 +176,7 @@ def profile_batch(encoder: TextEncoder, texts: list[str], batch_size: int) -> di
     from torch.profiler import ProfilerActivity, profile
 
     one_call_per_batch(encoder, batch_size)
-    features = encoder._tokenize(texts[:batch_size])
+    features = encoder.tokens.tokenize(texts[:batch_size])
     encoder.encode_tokenized(features)  # warm: graphs of this shape captured, allocator settled
     _sync(encoder.device)
     on_gpu = encoder.device.type == "cuda"
@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     pool_words = f"{tokenizer_pool} threads" if tokenizer_pool else f"every CPU ({os.cpu_count()})"
     use_tokenizer_threads(tokenizer_pool)  # before the encoder loads (it tokenises): the pool keeps the size it starts with
-    encoder = TextEncoder(
+    encoder = TextEncoder.load(
         args.model, device=args.device, dtype=args.dtype, options=EngineOptions(forward_overhead_tokens=1e9, pack_width=0)
     )  # one forward per batch
     if args.compile:

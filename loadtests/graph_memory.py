@@ -43,7 +43,7 @@ def measure(model: str, batch_size: int) -> dict[str, Any]:
 
     cuda_graphs.capture_cuda_graph = traced  # the graphs look it up per capture
     try:
-        encoder = TextEncoder(model, device="cuda", options=EngineOptions(batch_size=batch_size, fused_norms="auto"))
+        encoder = TextEncoder.load(model, device="cuda", options=EngineOptions(batch_size=batch_size, fused_norms="auto"))
         loaded = torch.cuda.memory_allocated() / GB
         enabled = encoder.enable_cuda_graphs()
         graphs = encoder.cuda_graphs

@@ -40,13 +40,13 @@ def reference_vectors(encoder: TextEncoder, texts: list[str], layer: int | None 
 
 @pytest.fixture(scope="module")
 def minilm() -> TextEncoder:
-    return TextEncoder("builtin:minilm", device="cpu", options=EngineOptions(forward_overhead_tokens=1.0))
+    return TextEncoder.load("builtin:minilm", device="cpu", options=EngineOptions(forward_overhead_tokens=1.0))
 
 
 @pytest.fixture(scope="module")
 def tiny_qwen3(tmp_path_factory: pytest.TempPathFactory) -> TextEncoder:
     path: Path = build_tiny_qwen3(tmp_path_factory.mktemp("tiny-qwen3-plan"))
-    return TextEncoder(str(path), device="cpu", options=EngineOptions(forward_overhead_tokens=1.0))
+    return TextEncoder.load(str(path), device="cpu", options=EngineOptions(forward_overhead_tokens=1.0))
 
 
 @pytest.mark.parametrize("encoder_name", ["minilm", "tiny_qwen3"])

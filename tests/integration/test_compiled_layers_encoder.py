@@ -29,7 +29,7 @@ def tiny_qwen3_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def plain(tiny_qwen3_path: Path) -> Iterator[TextEncoder]:
     """Layers as transformers runs them; a test compiles them itself."""
-    encoder = TextEncoder(str(tiny_qwen3_path), device="cpu", options=EngineOptions(forward_overhead_tokens=60.0, pack_width=24))
+    encoder = TextEncoder.load(str(tiny_qwen3_path), device="cpu", options=EngineOptions(forward_overhead_tokens=60.0, pack_width=24))
     yield encoder
     encoder.uncompile_layers()
     torch._dynamo.reset()
@@ -73,6 +73,8 @@ def test_a_compile_that_fails_leaves_the_encoder_running_as_before(plain: TextEn
 
 
 def test_auto_leaves_a_model_on_the_cpu_as_transformers_wrote_it(tiny_qwen3_path: Path) -> None:
-    encoder = TextEncoder(str(tiny_qwen3_path), device="cpu", options=EngineOptions(compiled_layers="auto", forward_overhead_tokens=60.0))
+    encoder = TextEncoder.load(
+        str(tiny_qwen3_path), device="cpu", options=EngineOptions(compiled_layers="auto", forward_overhead_tokens=60.0)
+    )
     assert encoder.compiled_layer_count == 0
     assert all(layer._compiled_call_impl is None for layer in encoder.model.layers)

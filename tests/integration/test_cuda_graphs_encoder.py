@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from mcp_classifier.engine import loading
 from mcp_classifier.engine.accel.cuda_graphs import GraphedForward, Replay, RunModel
 from mcp_classifier.engine.encoder import TextEncoder
 from mcp_classifier.engine.options import EngineOptions
@@ -25,7 +26,9 @@ from tests.unit.test_cuda_graphs import MockedCudaGraphCapture
 
 @pytest.fixture(scope="module")
 def graphed_minilm() -> TextEncoder:
-    encoder = TextEncoder("builtin:minilm", device="cpu", options=EngineOptions(forward_overhead_tokens=60.0, pack_width=24, batch_size=8))
+    encoder = TextEncoder.load(
+        "builtin:minilm", device="cpu", options=EngineOptions(forward_overhead_tokens=60.0, pack_width=24, batch_size=8)
+    )
     assert encoder.enable_cuda_graphs(capture=MockedCudaGraphCapture())
     return encoder
 
@@ -39,7 +42,7 @@ def test_graphs_of_every_row_count_at_query_widths_are_captured_at_load_with_moc
 @pytest.fixture(scope="module")
 def graphed_tiny_qwen3(tmp_path_factory: pytest.TempPathFactory) -> TextEncoder:
     path: Path = build_tiny_qwen3(tmp_path_factory.mktemp("tiny-qwen3-graphs"))
-    encoder = TextEncoder(str(path), device="cpu", options=EngineOptions(forward_overhead_tokens=60.0, pack_width=0, batch_size=8))
+    encoder = TextEncoder.load(str(path), device="cpu", options=EngineOptions(forward_overhead_tokens=60.0, pack_width=0, batch_size=8))
     assert encoder.enable_cuda_graphs(capture=MockedCudaGraphCapture())
     return encoder
 
@@ -79,7 +82,9 @@ def _replays(graphs: GraphedForward) -> int:
 
 
 def test_a_batch_past_the_graphs_limit_runs_eagerly_and_alike_with_mocked_cuda_graph() -> None:
-    encoder = TextEncoder("builtin:minilm", device="cpu", options=EngineOptions(forward_overhead_tokens=60.0, pack_width=24, batch_size=8))
+    encoder = TextEncoder.load(
+        "builtin:minilm", device="cpu", options=EngineOptions(forward_overhead_tokens=60.0, pack_width=24, batch_size=8)
+    )
     assert encoder.enable_cuda_graphs(capture=MockedCudaGraphCapture())
     graphs = encoder.cuda_graphs
     assert graphs is not None
@@ -93,10 +98,10 @@ def test_a_batch_past_the_graphs_limit_runs_eagerly_and_alike_with_mocked_cuda_g
 
 def test_graphs_stay_off_for_a_model_that_ignores_position_ids_with_mocked_cuda_graph(monkeypatch: pytest.MonkeyPatch) -> None:
     """The graphs take packed inputs: a model that counts its own positions would embed every text after the first wrongly."""
-    auto_model = TextEncoder.__init__.__globals__["AutoModel"]
+    auto_model = loading.AutoModel
     real_from_pretrained = auto_model.from_pretrained
     monkeypatch.setattr(auto_model, "from_pretrained", lambda *a, **k: _CountsItsOwnPositions(real_from_pretrained(*a, **k)))
-    encoder = TextEncoder("builtin:minilm", device="cpu", options=EngineOptions(forward_overhead_tokens=1.0, pack_width=64))
+    encoder = TextEncoder.load("builtin:minilm", device="cpu", options=EngineOptions(forward_overhead_tokens=1.0, pack_width=64))
     assert not encoder.enable_cuda_graphs(capture=MockedCudaGraphCapture())
     assert encoder.cuda_graphs is None
     np.testing.assert_allclose(encoder.encode(MIXED_TEXTS), reference_vectors(encoder, MIXED_TEXTS), atol=1e-5)
@@ -108,7 +113,7 @@ def test_a_forward_that_cannot_be_captured_leaves_graphs_off_with_mocked_cuda_gr
     def refuse(run: RunModel, inputs: torch.Tensor) -> tuple[Replay, torch.Tensor]:
         raise RuntimeError("operation not permitted when stream is capturing")
 
-    encoder = TextEncoder("builtin:minilm", device="cpu", options=EngineOptions(forward_overhead_tokens=1.0, pack_width=64))
+    encoder = TextEncoder.load("builtin:minilm", device="cpu", options=EngineOptions(forward_overhead_tokens=1.0, pack_width=64))
     assert not encoder.enable_cuda_graphs(capture=refuse)
     assert encoder.cuda_graphs is None
     np.testing.assert_allclose(encoder.encode(MIXED_TEXTS), reference_vectors(encoder, MIXED_TEXTS), atol=1e-5)
@@ -123,15 +128,15 @@ def test_a_capture_failing_while_warming_at_load_leaves_graphs_off_with_mocked_c
             raise RuntimeError("out of memory while capturing")
         return mocked(run, inputs)
 
-    encoder = TextEncoder("builtin:minilm", device="cpu", options=EngineOptions(forward_overhead_tokens=1.0, pack_width=64))
+    encoder = TextEncoder.load("builtin:minilm", device="cpu", options=EngineOptions(forward_overhead_tokens=1.0, pack_width=64))
     assert not encoder.enable_cuda_graphs(capture=refuse_past_the_first)
     assert encoder.cuda_graphs is None
     np.testing.assert_allclose(encoder.encode(MIXED_TEXTS), reference_vectors(encoder, MIXED_TEXTS), atol=1e-5)
 
 
 def test_graphs_are_off_on_cpu_unless_asked_and_asking_there_only_warns(caplog: pytest.LogCaptureFixture) -> None:
-    assert TextEncoder("builtin:minilm", device="cpu", options=EngineOptions(cuda_graphs="auto")).cuda_graphs is None
-    assert TextEncoder("builtin:minilm", device="cpu", options=EngineOptions(cuda_graphs="on")).cuda_graphs is None
+    assert TextEncoder.load("builtin:minilm", device="cpu", options=EngineOptions(cuda_graphs="auto")).cuda_graphs is None
+    assert TextEncoder.load("builtin:minilm", device="cpu", options=EngineOptions(cuda_graphs="on")).cuda_graphs is None
     assert "cuda_graphs is on but the model runs on cpu" in caplog.text
 
 
@@ -143,7 +148,9 @@ def test_graphed_batches_give_each_text_its_own_token_vectors_with_mocked_cuda_g
     texts = MIXED_TEXTS * 3
     _, graphed = graphed_minilm.encode_with_tokens(texts, query=True)
     assert _replays(graphs) > replays  # the tokens came out of graphs
-    eager = TextEncoder("builtin:minilm", device="cpu", options=EngineOptions(forward_overhead_tokens=60.0, pack_width=0, batch_size=8))
+    eager = TextEncoder.load(
+        "builtin:minilm", device="cpu", options=EngineOptions(forward_overhead_tokens=60.0, pack_width=0, batch_size=8)
+    )
     _, padded = eager.encode_with_tokens(texts, query=True)
     for got, expected in zip(graphed, padded):
         assert got.shape == expected.shape

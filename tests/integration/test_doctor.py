@@ -46,7 +46,7 @@ def categories_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def encoder() -> TextEncoder:
-    return TextEncoder("builtin:minilm", device="cpu")
+    return TextEncoder.load("builtin:minilm", device="cpu")
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ def qwen3_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def encoder(qwen3_dir: Path) -> TextEncoder:
     # A forward "costs" more than any padding here, so every batch stays one padded model call.
-    return TextEncoder(
+    return TextEncoder.load(
         str(qwen3_dir), device="cpu", instruction=INSTRUCTION, options=EngineOptions(batch_size=8, forward_overhead_tokens=1e9)
     )
 

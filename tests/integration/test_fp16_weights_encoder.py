@@ -98,7 +98,7 @@ def test_asking_again_sets_the_new_size_and_zero_is_fp32_throughout(encoder: Tex
 
 
 def test_a_bf16_model_takes_no_copies() -> None:
-    encoder = TextEncoder(
+    encoder = TextEncoder.load(
         "builtin:minilm", device="cpu", dtype="bfloat16", options=EngineOptions(forward_overhead_tokens=30.0, fp16_weights_max_tokens=64)
     )
     assert encoder.dtype is torch.bfloat16

@@ -34,7 +34,9 @@ def tiny_qwen3_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def encoder(path: Path, fused_norms: Switch) -> TextEncoder:
-    return TextEncoder(str(path), device="cpu", options=EngineOptions(fused_norms=fused_norms, forward_overhead_tokens=60.0, pack_width=24))
+    return TextEncoder.load(
+        str(path), device="cpu", options=EngineOptions(fused_norms=fused_norms, forward_overhead_tokens=60.0, pack_width=24)
+    )
 
 
 def test_every_qwen3_norm_runs_fused_and_the_embeddings_stay_the_models_own(tiny_qwen3_path: Path) -> None:
@@ -51,7 +53,7 @@ def test_auto_leaves_a_model_on_the_cpu_as_transformers_wrote_it(tiny_qwen3_path
 
 
 def test_an_encoder_without_rms_norms_has_nothing_to_fuse() -> None:
-    minilm = TextEncoder("builtin:minilm", device="cpu", options=EngineOptions(fused_norms="on", forward_overhead_tokens=60.0))
+    minilm = TextEncoder.load("builtin:minilm", device="cpu", options=EngineOptions(fused_norms="on", forward_overhead_tokens=60.0))
     assert minilm.fused_norm_layers == 0
 
 

@@ -32,7 +32,7 @@ def tiny_qwen3_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def plain(tiny_qwen3_path: Path) -> Iterator[TextEncoder]:
     """Rotary embeddings as transformers applies them; a test fuses them itself."""
     original = getattr(modeling_qwen3, ROTARY_FUNCTION)
-    encoder = TextEncoder(str(tiny_qwen3_path), device="cpu", options=EngineOptions(forward_overhead_tokens=60.0, pack_width=24))
+    encoder = TextEncoder.load(str(tiny_qwen3_path), device="cpu", options=EngineOptions(forward_overhead_tokens=60.0, pack_width=24))
     yield encoder
     unfuse_rotary(encoder.model)
     torch._dynamo.reset()  # torch.compile's cache for the function has a recompile limit
@@ -74,8 +74,8 @@ def test_a_compile_that_fails_leaves_the_encoder_running_as_before(plain: TextEn
 
 
 def test_auto_leaves_a_model_on_the_cpu_as_transformers_wrote_it_and_minilm_has_nothing_to_fuse(tiny_qwen3_path: Path) -> None:
-    auto = TextEncoder(str(tiny_qwen3_path), device="cpu", options=EngineOptions(fused_rotary="auto", forward_overhead_tokens=60.0))
+    auto = TextEncoder.load(str(tiny_qwen3_path), device="cpu", options=EngineOptions(fused_rotary="auto", forward_overhead_tokens=60.0))
     assert auto.fused_rotary_layers == 0
     assert not isinstance(getattr(modeling_qwen3, ROTARY_FUNCTION), CompiledRotary)
-    minilm = TextEncoder("builtin:minilm", device="cpu", options=EngineOptions(fused_rotary="on", forward_overhead_tokens=60.0))
+    minilm = TextEncoder.load("builtin:minilm", device="cpu", options=EngineOptions(fused_rotary="on", forward_overhead_tokens=60.0))
     assert minilm.fused_rotary_layers == 0

@@ -44,8 +44,8 @@ def test_dtype_choice_with_mocked_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine: real CUDA graphs run only on a GPU host")
 def test_cuda_graphs_are_on_by_default_on_cuda_and_agree_with_eager_forwards(tmp_path: Path) -> None:
     path = str(build_tiny_qwen3(tmp_path))
-    graphed = TextEncoder(path, device="cuda", options=EngineOptions(cuda_graphs="auto", batch_size=8))
-    eager = TextEncoder(path, device="cuda", options=EngineOptions(cuda_graphs="off", batch_size=8))
+    graphed = TextEncoder.load(path, device="cuda", options=EngineOptions(cuda_graphs="auto", batch_size=8))
+    eager = TextEncoder.load(path, device="cuda", options=EngineOptions(cuda_graphs="off", batch_size=8))
     assert graphed.cuda_graphs is not None and eager.cuda_graphs is None
     texts = MIXED_TEXTS * 3
     got, expected = graphed.encode(texts), eager.encode(texts)
@@ -59,8 +59,8 @@ def test_cuda_graphs_are_on_by_default_on_cuda_and_agree_with_eager_forwards(tmp
 )
 def test_fused_norms_are_on_by_default_on_cuda_and_agree_with_transformers_norms(tmp_path: Path) -> None:
     path = str(build_tiny_qwen3(tmp_path))
-    fused = TextEncoder(path, device="cuda", options=EngineOptions(fused_norms="auto", cuda_graphs="off"))
-    plain = TextEncoder(path, device="cuda", options=EngineOptions(fused_norms="off", cuda_graphs="off"))
+    fused = TextEncoder.load(path, device="cuda", options=EngineOptions(fused_norms="auto", cuda_graphs="off"))
+    plain = TextEncoder.load(path, device="cuda", options=EngineOptions(fused_norms="off", cuda_graphs="off"))
     assert fused.fused_norm_layers == 4 * fused.model.config.num_hidden_layers + 1 and plain.fused_norm_layers == 0
     texts = MIXED_TEXTS * 3
     assert np.min(np.sum(fused.encode(texts) * plain.encode(texts), axis=1)) > 0.999
@@ -70,7 +70,7 @@ def test_fused_norms_are_on_by_default_on_cuda_and_agree_with_transformers_norms
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine: real CUDA graphs run only on a GPU host")
 def test_cuda_graphs_captured_at_load_keep_no_activations_alive(tmp_path: Path) -> None:
     """A graph's output lives as long as the graph: with autograd history it held every layer's activations."""
-    graphed = TextEncoder(str(build_tiny_qwen3(tmp_path)), device="cuda", options=EngineOptions(cuda_graphs="auto", batch_size=8))
+    graphed = TextEncoder.load(str(build_tiny_qwen3(tmp_path)), device="cuda", options=EngineOptions(cuda_graphs="auto", batch_size=8))
     graphs = graphed.cuda_graphs
     assert graphs is not None and len(graphs.shapes) >= 16  # rows 1..8 at the four query widths, warmed at load
     assert all(graph.hidden.grad_fn is None and not graph.hidden.requires_grad for graph in graphs._graphs.values())
@@ -84,10 +84,10 @@ def test_fused_rotary_compiles_on_cuda_and_agrees_with_transformers_inside_cuda_
     from mcp_classifier.engine.accel.fused_rotary import unfuse_rotary
 
     path = str(build_tiny_qwen3(tmp_path))
-    plain = TextEncoder(path, device="cuda", options=EngineOptions(cuda_graphs="auto", batch_size=8))
+    plain = TextEncoder.load(path, device="cuda", options=EngineOptions(cuda_graphs="auto", batch_size=8))
     texts = MIXED_TEXTS * 3
     expected = plain.encode(texts)
-    fused = TextEncoder(path, device="cuda", options=EngineOptions(cuda_graphs="auto", fused_rotary="on", batch_size=8))
+    fused = TextEncoder.load(path, device="cuda", options=EngineOptions(cuda_graphs="auto", fused_rotary="on", batch_size=8))
     try:
         assert fused.fused_rotary_layers == fused.model.config.num_hidden_layers
         assert fused.cuda_graphs is not None  # captured with the compiled kernel inside
@@ -102,10 +102,10 @@ def test_fused_rotary_compiles_on_cuda_and_agrees_with_transformers_inside_cuda_
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine: Triton kernels compile only on a GPU host")
 def test_compiled_layers_compile_on_cuda_and_agree_with_transformers_inside_cuda_graphs(tmp_path: Path) -> None:
     path = str(build_tiny_qwen3(tmp_path))
-    plain = TextEncoder(path, device="cuda", options=EngineOptions(cuda_graphs="auto", batch_size=8))
+    plain = TextEncoder.load(path, device="cuda", options=EngineOptions(cuda_graphs="auto", batch_size=8))
     texts = MIXED_TEXTS * 3
     expected = plain.encode(texts)
-    compiled = TextEncoder(
+    compiled = TextEncoder.load(
         path, device="cuda", options=EngineOptions(cuda_graphs="auto", fused_norms="auto", compiled_layers="auto", batch_size=8)
     )
     try:

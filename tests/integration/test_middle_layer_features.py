@@ -21,7 +21,7 @@ from tests.support.tiny_models import build_tiny_qwen3
 
 def _encoder(middle_layer: MiddleLayer) -> TextEncoder:
     # rows of 24 tokens and eight texts a call, so the packed path runs over several calls
-    return TextEncoder(
+    return TextEncoder.load(
         "builtin:minilm",
         device="cpu",
         middle_layer=middle_layer,
@@ -81,9 +81,9 @@ def test_tool_filter_vectors_stay_the_models_embedding_while_classification_uses
 def test_a_decoder_embedder_pools_its_middle_layer_the_same_way(tmp_path: Path) -> None:
     """Last-token pooling with left padding, at the middle layer too; its embedding part is the plain encoder's vector."""
     path = build_tiny_qwen3(tmp_path)
-    plain = TextEncoder(str(path), device="cpu", options=EngineOptions(forward_overhead_tokens=1.0))
+    plain = TextEncoder.load(str(path), device="cpu", options=EngineOptions(forward_overhead_tokens=1.0))
     assert plain.pooling == "last" and plain.feature_layers == (-1,)
-    asked = TextEncoder(str(path), device="cpu", middle_layer="on", options=EngineOptions(forward_overhead_tokens=1.0))
+    asked = TextEncoder.load(str(path), device="cpu", middle_layer="on", options=EngineOptions(forward_overhead_tokens=1.0))
     layers = asked.model.config.num_hidden_layers
     assert asked.feature_layers == (-1, layers // 2)
     texts = ["hi there", "a longer text than the first one"]

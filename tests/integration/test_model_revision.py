@@ -65,12 +65,12 @@ def embed(encoder: TextEncoder) -> np.ndarray:
 
 def test_a_pinned_revision_loads_its_own_snapshot_offline(offline: Path) -> None:
     snapshots = offline / f"models--{REPO.replace('/', '--')}" / "snapshots"
-    pinned = TextEncoder(REPO, revision=PINNED, device="cpu", options=OPTIONS)
+    pinned = TextEncoder.load(REPO, revision=PINNED, device="cpu", options=OPTIONS)
     assert pinned.model_dir == str(snapshots / PINNED) and pinned.revision == PINNED
-    from_dir = TextEncoder(str(snapshots / PINNED), device="cpu", options=OPTIONS)
+    from_dir = TextEncoder.load(str(snapshots / PINNED), device="cpu", options=OPTIONS)
     np.testing.assert_allclose(embed(pinned), embed(from_dir), atol=1e-6)
     # unpinned, the cache's refs/main decides: the other snapshot, with other weights
-    unpinned = TextEncoder(REPO, device="cpu", options=OPTIONS)
+    unpinned = TextEncoder.load(REPO, device="cpu", options=OPTIONS)
     assert unpinned.model_dir == str(snapshots / NEWER)
     assert not np.allclose(embed(unpinned), embed(pinned), atol=1e-3)
 
@@ -78,17 +78,17 @@ def test_a_pinned_revision_loads_its_own_snapshot_offline(offline: Path) -> None
 def test_a_revision_not_in_the_cache_fails_with_one_clear_line(offline: Path) -> None:
     missing = "3333333333333333333333333333333333333333"
     with pytest.raises(ModelLoadError) as failure:
-        TextEncoder(REPO, revision=missing, device="cpu", options=OPTIONS)
+        TextEncoder.load(REPO, revision=missing, device="cpu", options=OPTIONS)
     message = str(failure.value)
     assert "\n" not in message
     assert REPO in message and f"revision {missing}" in message
     assert f"the local hub cache {offline} only" in message and "HF_HUB_OFFLINE=1" in message
     # a model that is not there at all says the same things
     with pytest.raises(ModelLoadError, match=r"cannot load model 'acme/absent' at revision 1{40}: looked in the local hub cache .* only"):
-        TextEncoder("acme/absent", revision=PINNED, device="cpu", options=OPTIONS)
+        TextEncoder.load("acme/absent", revision=PINNED, device="cpu", options=OPTIONS)
 
 
 def test_a_local_directory_ignores_the_revision(offline: Path) -> None:
     snapshot = offline / f"models--{REPO.replace('/', '--')}" / "snapshots" / PINNED
-    encoder = TextEncoder(str(snapshot), revision="anything", device="cpu", options=OPTIONS)
+    encoder = TextEncoder.load(str(snapshot), revision="anything", device="cpu", options=OPTIONS)
     assert encoder.model_dir == str(snapshot) and encoder.revision == ""

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from mcp_classifier.engine import loading
 from mcp_classifier.engine.encoder import TextEncoder
 from mcp_classifier.engine.options import EngineOptions
 from tests.integration.test_batch_plan import MIXED_TEXTS, reference_vectors
@@ -18,13 +19,15 @@ from tests.support.tiny_models import build_tiny_qwen3
 @pytest.fixture(scope="module")
 def packed_minilm() -> TextEncoder:
     # rows of 24 tokens, eight texts a call, and a call costing 60 tokens (about what MiniLM measures on CPU)
-    return TextEncoder("builtin:minilm", device="cpu", options=EngineOptions(forward_overhead_tokens=60.0, pack_width=24, batch_size=8))
+    return TextEncoder.load(
+        "builtin:minilm", device="cpu", options=EngineOptions(forward_overhead_tokens=60.0, pack_width=24, batch_size=8)
+    )
 
 
 @pytest.fixture(scope="module")
 def packed_tiny_qwen3(tmp_path_factory: pytest.TempPathFactory) -> TextEncoder:
     path: Path = build_tiny_qwen3(tmp_path_factory.mktemp("tiny-qwen3-pack"))
-    return TextEncoder(str(path), device="cpu", options=EngineOptions(forward_overhead_tokens=60.0, pack_width=24, batch_size=8))
+    return TextEncoder.load(str(path), device="cpu", options=EngineOptions(forward_overhead_tokens=60.0, pack_width=24, batch_size=8))
 
 
 @pytest.mark.parametrize("encoder_name", ["packed_minilm", "packed_tiny_qwen3"])
@@ -65,9 +68,9 @@ class _CountsItsOwnPositions(torch.nn.Module):
 
 
 def test_a_model_that_ignores_position_ids_falls_back_to_padding(monkeypatch: pytest.MonkeyPatch) -> None:
-    auto_model = TextEncoder.__init__.__globals__["AutoModel"]
+    auto_model = loading.AutoModel
     real_from_pretrained = auto_model.from_pretrained
     monkeypatch.setattr(auto_model, "from_pretrained", lambda *a, **k: _CountsItsOwnPositions(real_from_pretrained(*a, **k)))
-    encoder = TextEncoder("builtin:minilm", device="cpu", options=EngineOptions(forward_overhead_tokens=1.0, pack_width=64))
+    encoder = TextEncoder.load("builtin:minilm", device="cpu", options=EngineOptions(forward_overhead_tokens=1.0, pack_width=64))
     assert encoder.pack_width == 0  # a text after another in a row got the wrong positions in the probe
     np.testing.assert_allclose(encoder.encode(MIXED_TEXTS), reference_vectors(encoder, MIXED_TEXTS), atol=1e-5)

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 def test_the_random_qwen3_architecture_embeds_offline_like_the_real_one(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING):
-        encoder = TextEncoder(
+        encoder = TextEncoder.load(
             "random:qwen3-embedding-0.6b", device="cpu", instruction="Classify the query", options=EngineOptions(forward_overhead_tokens=50)
         )
     assert "RANDOM weights" in caplog.text

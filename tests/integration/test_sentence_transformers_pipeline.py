@@ -50,7 +50,7 @@ def _save_pipeline(root: Path, pooling_mode: str) -> SentenceTransformer:
 def pipeline(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[SentenceTransformer, TextEncoder, Path]:
     root = tmp_path_factory.mktemp(f"st-{request.param}")
     reference = _save_pipeline(root, request.param)
-    return reference, TextEncoder(str(root / "model"), device="cpu", max_seq_length=64), root / "model"
+    return reference, TextEncoder.load(str(root / "model"), device="cpu", max_seq_length=64), root / "model"
 
 
 def test_query_embeddings_equal_sentence_transformers_own_encode_with_its_query_prompt(pipeline) -> None:

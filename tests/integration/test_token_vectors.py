@@ -23,7 +23,9 @@ INSTRUCTION = "Given a user query, identify which topic category it belongs to"
 @pytest.fixture(scope="module")
 def minilm() -> TextEncoder:
     # rows of 24 tokens and eight texts a call, so the packed path runs over several calls
-    return TextEncoder("builtin:minilm", device="cpu", options=EngineOptions(forward_overhead_tokens=60.0, pack_width=24, batch_size=8))
+    return TextEncoder.load(
+        "builtin:minilm", device="cpu", options=EngineOptions(forward_overhead_tokens=60.0, pack_width=24, batch_size=8)
+    )
 
 
 def alone_tokens(encoder: TextEncoder, text: str, skip: int = 0) -> np.ndarray:
@@ -58,7 +60,7 @@ def test_no_texts_give_no_tokens(minilm: TextEncoder) -> None:
 
 
 def test_a_query_s_instruction_is_left_out_of_its_tokens(tmp_path_factory: pytest.TempPathFactory) -> None:
-    qwen3 = TextEncoder(
+    qwen3 = TextEncoder.load(
         str(build_tiny_qwen3(tmp_path_factory.mktemp("tiny-qwen3"))),
         device="cpu",
         instruction=INSTRUCTION,
