@@ -68,17 +68,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = settings_from_args(args)
     texts = list(TEXTS)
     server_args = server_args_from(args)
-    backend = getattr(settings, "backend", "local")
+    backend = settings.serving.backend
     header = (
-        f"backend {backend}, model {settings.model}, batch_size {settings.batch_size}, "
-        f"batch_window_ms {settings.batch_window_ms}, {len(texts)} texts, {os.cpu_count()} CPUs"
+        f"backend {backend}, model {settings.model.name}, batch_size {settings.batching.batch_size}, "
+        f"batch_window_ms {settings.batching.batch_window_ms}, {len(texts)} texts, {os.cpu_count()} CPUs"
     )
     print(header, file=sys.stderr)
 
     print("raw in-process floor:", file=sys.stderr)
     # The floor always uses torch's default threads (the whole machine): a server tuned with
     # --torch-threads 1 is compared against what the hardware can do, not against a handicapped floor.
-    raw = measure_raw(settings.model_copy(update={"torch_threads": 0}), texts, args.raw_seconds)
+    raw = measure_raw(settings.with_values(torch_threads=0), texts, args.raw_seconds)
     floor_row = max(raw[:2], key=lambda r: r.texts_per_s)
     floor = floor_row.texts_per_s
 

@@ -28,7 +28,7 @@ import orjson
 
 from loadtests.harness.queries import TEXTS
 from loadtests.harness.tables import fmt
-from mcp_classifier.settings import Settings
+from mcp_classifier.settings import ModelSettings, Settings
 from mcp_classifier.util.omp import OMP_WAIT_POLICY_ENV, OmpWaitPolicy
 
 POLICIES: tuple[OmpWaitPolicy, ...] = ("active", "passive")
@@ -115,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--busy", type=int, default=os.cpu_count() or 1, help="spinning processes beside the busy rows [default: one per CPU]"
     )
-    parser.add_argument("--model", default=Settings.model_fields["model"].default, help="the model [default: builtin:minilm]")
+    parser.add_argument("--model", default=ModelSettings().name, help="the model [default: builtin:minilm]")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     return parser
 

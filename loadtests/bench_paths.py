@@ -79,7 +79,7 @@ def path_settings(flags: str) -> Settings:
 
 
 def backend_of(flags: str) -> str:
-    return path_settings(flags).backend
+    return path_settings(flags).serving.backend
 
 
 @dataclass(frozen=True)
@@ -100,10 +100,10 @@ def arithmetic_of(flags: str) -> Arithmetic:
     from mcp_classifier.engine.encoder import pick_device, pick_dtype  # imports torch: paid when a bench runs, not on import
 
     settings = path_settings(flags)
-    device = pick_device(settings.device)
-    dtype = str(pick_dtype(settings.dtype, device)).removeprefix("torch.")
+    device = pick_device(settings.model.device)
+    dtype = str(pick_dtype(settings.model.dtype, device)).removeprefix("torch.")
     on_cpu_fp32 = device.type == "cpu" and dtype == "float32"
-    return Arithmetic(dtype, settings.fp16_weights_max_tokens if on_cpu_fp32 else 0)
+    return Arithmetic(dtype, settings.engine.fp16_weights_max_tokens if on_cpu_fp32 else 0)
 
 
 @dataclass

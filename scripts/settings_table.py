@@ -1,4 +1,4 @@
-"""Writes docs/configuration.md, the configuration reference, from the Settings model and its groups.
+"""Writes docs/configuration.md, the configuration reference, from the settings groups.
 
 python scripts/settings_table.py           rewrite docs/configuration.md
 python scripts/settings_table.py --check   exit 1 when the page is not what the settings say (CI runs this)
@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from mcp_classifier.settings import ENV_PREFIX, SETTINGS_GROUPS, Settings
+from mcp_classifier.settings import ENV_PREFIX, RENAMED, SETTINGS_GROUPS, settings_fields
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
 HEADER = """# Configuration reference
@@ -20,25 +20,27 @@ A flag given on the command line wins over the environment, which wins over the 
 `mcp-classifier serve --help` shows the common groups; `--help-all` shows every group.
 Why a default is what it is: [decisions](decisions/README.md).
 
-This page is generated from the settings object by `python scripts/settings_table.py`; CI checks it is current.
-"""
+This page is generated from the settings groups by `python scripts/settings_table.py`; CI checks it is current.
+Each section is one group, which the code reads as `settings.<group>` (`settings.batching.batch_size`)"""
 
 
-def default_cell(name: str) -> str:
-    default = Settings.model_fields[name].default
+def default_cell(default: object) -> str:
     return "(unset)" if default is None else f"`{default}`"
 
 
 def page() -> str:
-    parts = [HEADER]
+    fields = settings_fields()
+    renamed = ", ".join(f"`{flat}` is `settings.{group}.{field}`" for (group, field), flat in RENAMED.items())
+    parts = [f"{HEADER}; {renamed}.\n"]
     for group in SETTINGS_GROUPS:
         shown = "shown by `--help`" if group.common else "shown by `--help-all`"
-        parts.append(f"\n## {group.title}\n\n({shown})\n")
+        parts.append(f"\n## {group.title}\n\n({shown}; `settings.{group.name}`)\n")
         parts.append("| setting | env var | CLI flag | default | what it does |\n|---|---|---|---|---|")
         for name in group.fields:
-            description = (Settings.model_fields[name].description or "").replace("|", "\\|")
+            field = fields[name]
+            description = (field.description or "").replace("|", "\\|")
             flag = "--" + name.replace("_", "-")
-            parts.append(f"| `{name}` | `{ENV_PREFIX}{name.upper()}` | `{flag}` | {default_cell(name)} | {description} |")
+            parts.append(f"| `{name}` | `{ENV_PREFIX}{name.upper()}` | `{flag}` | {default_cell(field.default)} | {description} |")
     return "\n".join(parts) + "\n"
 
 

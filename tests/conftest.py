@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from mcp_classifier.settings import Settings
+from mcp_classifier.settings import settings_fields
 from mcp_classifier.util.omp import apply_omp_wait_policy
 from tests.support import API_KEY_IN_FILE, PEER_DIR
 from tests.support.processes import ServerProcess, start_server
@@ -26,7 +26,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 # The tests' in-process model work waits for its threads as the product does (the CLI sets it for its processes).
-apply_omp_wait_policy(Settings.model_fields["omp_wait_policy"].default)
+apply_omp_wait_policy(settings_fields()["omp_wait_policy"].default)
 
 
 @pytest.fixture(scope="session")

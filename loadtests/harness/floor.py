@@ -43,7 +43,7 @@ def measure_raw(settings: Settings, texts: Sequence[str], seconds: float) -> lis
     encoder = classifier.encoder
     queries = [encoder.format_query(t) for t in texts]
     by_length = [queries[i] for i in sorted(range(len(queries)), key=encoder.token_counts(queries).__getitem__)]
-    chunks = [by_length[i : i + settings.batch_size] for i in range(0, len(by_length), settings.batch_size)]
+    chunks = [by_length[i : i + settings.batching.batch_size] for i in range(0, len(by_length), settings.batching.batch_size)]
 
     def fixed_chunks(_: list[str]) -> None:
         for chunk in chunks:
@@ -52,7 +52,7 @@ def measure_raw(settings: Settings, texts: Sequence[str], seconds: float) -> lis
     results: list[RawResult] = []
     try:
         for name, fn in (
-            (f"raw forward, batch {settings.batch_size} sorted", fixed_chunks),
+            (f"raw forward, batch {settings.batching.batch_size} sorted", fixed_chunks),
             ("raw forward, the encoder's own batching", encoder.encode_queries),
             ("raw classify()", classifier.classify),
         ):

@@ -45,7 +45,7 @@ class HostSpeedCheck:
         self._texts = list(texts)  # the reference's texts: a check reads on the same scale as its raw lone text
         from mcp_classifier.engine.encoder import pick_device  # imports torch: paid by a bench that runs, not by its importers
 
-        self._classifier = build_classifier(settings) if pick_device(settings.device).type == "cpu" else None
+        self._classifier = build_classifier(settings) if pick_device(settings.model.device).type == "cpu" else None
 
     def __call__(self, label: str) -> None:
         """Median ms of one text through the encoder now (about a second on a 2-core CPU); recorded under ``label`` and printed."""

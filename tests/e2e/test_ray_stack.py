@@ -417,14 +417,14 @@ def test_categories_change_reaches_the_replicas_under_load(ray_stack: ServerProc
     while time.monotonic() < deadline and len(httpx.get(f"{ray_stack.url}/health").json()["categories"]) != 6:
         time.sleep(0.3)
     assert httpx.get(f"{ray_stack.url}/health").json()["categories"][-1] == "finance"
-    time.sleep(2 * Settings().replica_refresh_s)  # a redeploy would have started its replacement by now
+    time.sleep(2 * Settings().ray.replica_refresh_s)  # a redeploy would have started its replacement by now
     assert _replica_pids(ray_stack) == replicas_before
 
 
 def _expected_replica_cores() -> list[int]:
     """replica_cpu_pinning auto: the one replica (rank 0, one CPU) on the first core, where Ray has every core this host offers."""
     allowed = sorted(os.sched_getaffinity(0))
-    return allowed[:1] if len(allowed) <= Settings().ray_num_cpus else []
+    return allowed[:1] if len(allowed) <= Settings().ray.ray_num_cpus else []
 
 
 def test_the_replica_and_every_thread_of_it_run_on_a_core_of_their_own(ray_stack: ServerProcess) -> None:
@@ -464,7 +464,7 @@ def test_serve_runs_in_the_chosen_mode_and_replicas_export_their_batch_metrics(
     assert all(p.environ().get("RAY_SERVE_ENABLE_DIRECT_INGRESS") == ("1" if serve_mode.direct_ingress else "0") for p in serve_processes)
     # Should a replica ever restart (a crash; an earlier test reloads categories), Serve lists its proxy until the
     # new one runs: the gateway must be back on a replica's own port within a few refreshes.
-    deadline = time.monotonic() + 5 * Settings().replica_refresh_s
+    deadline = time.monotonic() + 5 * Settings().ray.replica_refresh_s
     while True:
         embedder = httpx.get(f"{ray_stack.url}/health").json()["embedder"]
         ports = [int(address.rsplit(":", 1)[1]) for address in embedder["addresses"]]

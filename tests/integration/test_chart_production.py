@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from mcp_classifier.settings import Settings
+from mcp_classifier.settings import settings_fields
 from tests.integration.test_helm_chart import (
     KUBE_VERSION,
     NAMESPACE,
@@ -317,8 +317,8 @@ def test_the_public_grpc_api_closes_old_connections_so_clients_reach_new_pods(re
     config = one(rendered["production"], "ConfigMap", "-gateway")["data"]
     assert float(config["MCP_CLASSIFIER_GRPC_MAX_CONNECTION_AGE_S"]) == values["maxConnectionAgeS"] > 0
     assert float(config["MCP_CLASSIFIER_GRPC_MAX_CONNECTION_AGE_GRACE_S"]) == values["maxConnectionAgeGraceS"]
-    assert values["maxConnectionAgeS"] == Settings.model_fields["grpc_max_connection_age_s"].default
-    assert values["maxConnectionAgeGraceS"] == Settings.model_fields["grpc_max_connection_age_grace_s"].default
+    assert values["maxConnectionAgeS"] == settings_fields()["grpc_max_connection_age_s"].default
+    assert values["maxConnectionAgeGraceS"] == settings_fields()["grpc_max_connection_age_grace_s"].default
     assert "MCP_CLASSIFIER_GRPC_MAX_CONNECTION_AGE_S" not in one(rendered["default"], "ConfigMap", "-gateway")["data"]  # no gRPC API
 
 

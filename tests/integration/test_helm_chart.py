@@ -26,7 +26,7 @@ import yaml
 from mcp_classifier.cache.metrics import RedisMetrics
 from mcp_classifier.classify.categories import load_categories
 from mcp_classifier.embedder.serve_config import REPLICA_SETTINGS
-from mcp_classifier.settings import ENV_PREFIX, Settings
+from mcp_classifier.settings import ENV_PREFIX, Settings, settings_fields
 from mcp_classifier.telemetry import GatewayMetrics
 from tests.support import REPO_ROOT
 
@@ -92,11 +92,11 @@ CACHE_EDGE_SETTINGS = {
     "allowed_origins",
     "allowed_hosts",
 }
-PENDING_SETTINGS = set() if CACHE_EDGE_SETTINGS & set(Settings.model_fields) else CACHE_EDGE_SETTINGS
+PENDING_SETTINGS = set() if CACHE_EDGE_SETTINGS & set(settings_fields()) else CACHE_EDGE_SETTINGS
 # The file with the Ray token the gateway sends to the Serve REST API of a token-protected cluster (direct ingress):
 # accepted by name until the gateway has the setting.
 RAY_AUTH_SETTINGS = {"ray_auth_token_file"}
-PENDING_SETTINGS |= set() if RAY_AUTH_SETTINGS & set(Settings.model_fields) else RAY_AUTH_SETTINGS
+PENDING_SETTINGS |= set() if RAY_AUTH_SETTINGS & set(settings_fields()) else RAY_AUTH_SETTINGS
 GATEWAY_CONFIG_FLAGS = {
     "logLevel": "--log-level",
     "logFormat": "--log-format",
@@ -493,7 +493,7 @@ def test_gateway_pods_are_locked_down_probed_spread_and_drained(rendered: dict[s
     assert {s["topologyKey"] for s in spreads} == {"kubernetes.io/hostname", "topology.kubernetes.io/zone"}
     assert all(s["labelSelector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"] for s in spreads)
     # grace period > preStop sleep + the server's own drain (shutdown_timeout_s, uvicorn's graceful shutdown)
-    drain = math.ceil(Settings().shutdown_timeout_s)
+    drain = math.ceil(Settings().serving.shutdown_timeout_s)
     helper = (CHART / "templates" / "_helpers.tpl").read_text()
     assert int(re.search(r'define "mcp-classifier.gateway.shutdownSeconds" -}}(\d+)', helper).group(1)) == drain
     assert container["lifecycle"]["preStop"] == {"sleep": {"seconds": values["preStopSleepSeconds"]}}
@@ -508,7 +508,7 @@ def test_the_config_checksum_changes_with_the_settings(helm: list[str], tmp_path
 
 
 def test_every_mcp_classifier_variable_is_a_setting(rendered: dict[str, list[dict[str, Any]]]) -> None:
-    fields = set(Settings.model_fields) | PENDING_SETTINGS
+    fields = set(settings_fields()) | PENDING_SETTINGS
     for profile, docs in rendered.items():
         names = set(one(docs, "ConfigMap", "-gateway")["data"])
         for spec in pod_specs(docs).values():
@@ -935,7 +935,7 @@ def test_the_values_schema_bounds_match_the_settings() -> None:
             node = node["properties"][part]
             if "$ref" in node:
                 node = {**schema["definitions"][node["$ref"].rsplit("/", 1)[1]], **{k: v for k, v in node.items() if k != "$ref"}}
-        field = Settings.model_fields[name]
+        field = settings_fields()[name]
         if typing.get_origin(field.annotation) is typing.Literal:
             assert node["enum"] == list(typing.get_args(field.annotation)), dotted
         for meta in field.metadata:
@@ -1057,10 +1057,13 @@ def test_the_gateway_environment_is_valid_settings(
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     settings = Settings()
-    assert settings.backend == f"grpc://{one(docs, 'RayService')['metadata']['name']}-serve-svc:{values_of(profile)['serve']['grpcPort']}"
-    assert settings.host == "0.0.0.0" and settings.batch_size == values_of(profile)["embedder"]["batchSize"]
-    if "redis_url" in Settings.model_fields:
-        url = settings.redis_url.get_secret_value()
+    assert (
+        settings.serving.backend
+        == f"grpc://{one(docs, 'RayService')['metadata']['name']}-serve-svc:{values_of(profile)['serve']['grpcPort']}"
+    )
+    assert settings.serving.host == "0.0.0.0" and settings.batching.batch_size == values_of(profile)["embedder"]["batchSize"]
+    if "redis_url" in settings_fields():
+        url = settings.cache.redis_url.get_secret_value()
         assert url.startswith("redis") and "s3cret" in url  # the chart's Redis has a password too
 
 
@@ -1093,8 +1096,8 @@ def test_direct_ingress_reaches_every_ray_container_the_gateway_and_its_network_
         assert opened == EMBEDDER_RULE["ports"]
     else:
         assert "MCP_CLASSIFIER_RAY_SERVE_API_URL" not in config and opened == [{"port": 9000, "protocol": "TCP"}]
-    assert values_of("")["embedder"]["directIngress"]["enabled"] is Settings.model_fields["ray_direct_ingress"].default
-    assert refresh_s == Settings.model_fields["replica_refresh_s"].default
+    assert values_of("")["embedder"]["directIngress"]["enabled"] is settings_fields()["ray_direct_ingress"].default
+    assert refresh_s == settings_fields()["replica_refresh_s"].default
 
 
 @pytest.mark.parametrize("enabled", [True, False])
@@ -1104,7 +1107,7 @@ def test_every_ray_container_gets_the_throughput_optimized_switch(helm: list[str
     head, workers = ray_groups(docs)
     containers = [c for group in (head, *workers) for c in group["template"]["spec"]["containers"]]
     assert containers and all(env_of(c)["RAY_SERVE_THROUGHPUT_OPTIMIZED"]["value"] == ("1" if enabled else "0") for c in containers)
-    assert values_of("")["embedder"]["throughputOptimized"] is Settings.model_fields["ray_throughput_optimized"].default
+    assert values_of("")["embedder"]["throughputOptimized"] is settings_fields()["ray_throughput_optimized"].default
 
 
 # ---- gateway workers ----------------------------------------------------------------------------

@@ -200,11 +200,11 @@ def test_auto_torch_threads_share_the_cpus_among_concurrent_model_calls() -> Non
     from mcp_classifier.wiring import fill_local_threading
 
     cpus = torch.get_num_threads()  # the budget fill_local_threading shares out
-    assert fill_local_threading(Settings()).torch_threads == 0  # one call in flight: torch's default
-    assert fill_local_threading(Settings(model_threads=2)).torch_threads == max(1, cpus // 2)
-    assert fill_local_threading(Settings(model_threads=2 * cpus)).torch_threads == 1
-    assert fill_local_threading(Settings(model_processes=2)).torch_threads == max(1, cpus // 2)
-    assert fill_local_threading(Settings(model_threads=3, torch_threads=2)).torch_threads == 2  # the operator's word wins
+    assert fill_local_threading(Settings()).engine.torch_threads == 0  # one call in flight: torch's default
+    assert fill_local_threading(Settings(model_threads=2)).engine.torch_threads == max(1, cpus // 2)
+    assert fill_local_threading(Settings(model_threads=2 * cpus)).engine.torch_threads == 1
+    assert fill_local_threading(Settings(model_processes=2)).engine.torch_threads == max(1, cpus // 2)
+    assert fill_local_threading(Settings(model_threads=3, torch_threads=2)).engine.torch_threads == 2  # the operator's word wins
 
 
 def test_numpy_blas_runs_single_threaded_once_a_model_is_built(classifier: Classifier) -> None:

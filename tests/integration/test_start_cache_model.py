@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from mcp_classifier.classify.build import build_classifier
+from mcp_classifier.engine import load_checks
 from mcp_classifier.engine.encoder import TextEncoder
 from mcp_classifier.settings import Settings
 from tests.support.categories import DEFAULT_FILE
@@ -40,7 +41,7 @@ def test_a_second_start_reuses_the_embeddings_the_fit_and_the_probes_and_answers
         raise AssertionError("a start with the checks' answers on disk ran a check")
 
     with monkeypatch.context() as patched:
-        patched.setattr(TextEncoder, "_packing_matches_padding", probe_run)
+        patched.setattr(load_checks, "packing_matches_padding", probe_run)
         patched.setattr(TextEncoder, "apply_speed_up", probe_run)
         second = build_classifier(settings)
     assert all(line.startswith("category texts: 0 embedded") for line in _embedded_counts(caplog))
@@ -60,7 +61,7 @@ def test_a_second_start_reuses_the_embeddings_the_fit_and_the_probes_and_answers
     edited = tmp_path / "categories.yaml"
     edited.write_text(yaml.safe_dump(document, sort_keys=False))
     caplog.clear()
-    build_classifier(settings.model_copy(update={"categories_file": edited}))
+    build_classifier(settings.with_values(categories_file=edited))
     assert _embedded_counts(caplog)[0].startswith("category texts: 1 embedded")
 
 

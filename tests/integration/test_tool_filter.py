@@ -86,26 +86,26 @@ async def _scenario(redis: RedisServer) -> None:
     try:
         first = await _call(gateways[0], {"query": query, "tools": tools, "top_k": 10, "threshold": 0.0})
         documents = [count for kind, count in backend.embeds if kind == "document"]
-        assert sum(documents) == 200 and max(documents) <= settings.batch_size  # every tool once, in batch-wide chunks
+        assert sum(documents) == 200 and max(documents) <= settings.batching.batch_size  # every tool once, in batch-wide chunks
         assert backend.embeds[-1] == ("query", 1)  # then the query
 
         # brute force, independently: another encoder of the service's model, batching and arithmetic (its small
         # calls take fp16 weights, fp16_weights_max_tokens), every tool text and the query, cosine, sorted
         service = backend.inner.worker.classifier.encoder
-        encoder = TextEncoder(
+        encoder = TextEncoder.load(
             "builtin:minilm",
             device="cpu",
-            max_seq_length=settings.max_seq_length,
+            max_seq_length=settings.model.max_seq_length,
             options=EngineOptions(
-                batch_size=settings.batch_size,
-                pack_width=settings.pack_width_tokens,
+                batch_size=settings.batching.batch_size,
+                pack_width=settings.engine.pack_width_tokens,
                 forward_overhead_tokens=service.forward_overhead_tokens,
-                fp16_weights_max_tokens=settings.fp16_weights_max_tokens,
+                fp16_weights_max_tokens=settings.engine.fp16_weights_max_tokens,
             ),
         )
         # In the service's own chunks: a chunk's sub-batches (and which of them take fp16 weights) follow its size.
-        summaries = [tool_summary(t, settings.max_text_length) for t in tools]
-        chunk = settings.batch_size
+        summaries = [tool_summary(t, settings.serving.max_text_length) for t in tools]
+        chunk = settings.batching.batch_size
         documents = np.vstack([encoder.encode_documents(summaries[i : i + chunk]) for i in range(0, len(summaries), chunk)])
         scores = documents @ encoder.encode_queries([query])[0]
         expected = sorted(range(200), key=lambda i: (-scores[i], i))[:10]
@@ -150,9 +150,9 @@ async def _warms_up() -> None:
     backend = CountingEmbeds(build_local_backend(settings))
     await backend.start()
     tools = tool_list(300)
-    embeddings = ToolEmbeddings(backend, None, capacity=1000, ttl_s=60, query_timeout_s=30.0, document_chunk=settings.batch_size)
+    embeddings = ToolEmbeddings(backend, None, capacity=1000, ttl_s=60, query_timeout_s=30.0, document_chunk=settings.batching.batch_size)
     embeddings.deadline_s = 0.05  # for the tools' vectors only: the first call cannot have them in time
-    tool_filter = ToolFilter(embeddings, max_text_length=settings.max_text_length, max_tools=settings.max_tools)
+    tool_filter = ToolFilter(embeddings, max_text_length=settings.serving.max_text_length, max_tools=settings.toolfilter.max_tools)
     query = "open a new bug report in jira about the login page"
     try:
         cold = await tool_filter.select(query, tools, top_k=5, threshold=0.0)

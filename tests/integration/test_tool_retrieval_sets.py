@@ -43,10 +43,10 @@ def recall_at_5(embed: Embed) -> dict[str, dict[str, float]]:
     by_set = {}
     for name in SETS:
         tools, queries = load_tool_set(DATASETS / name / "queries.jsonl", DATASETS / name / "tools.json")
-        ranked = rank_all(tools, queries, embed, settings.max_text_length, settings.tool_lexical_weight)
+        ranked = rank_all(tools, queries, embed, settings.serving.max_text_length, settings.toolfilter.tool_lexical_weight)
         by_set[name] = {system: score(system, ranking, queries).recall[5] for system, ranking in ranked.rankings.items()}
         # what a caller with the defaults gets: the model's threshold costs almost nothing and leaves no request toolless
-        served = served_outcome(ranked, queries, DEFAULT_TOP_K, default_threshold_for(settings.model))
+        served = served_outcome(ranked, queries, DEFAULT_TOP_K, default_threshold_for(settings.model.name))
         unthresholded = served_outcome(ranked, queries, DEFAULT_TOP_K, -1.0)
         assert served.empty == 0 and served.recall >= unthresholded.recall - 0.015, (name, served, unthresholded)
     return by_set

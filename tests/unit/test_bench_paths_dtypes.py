@@ -27,7 +27,7 @@ def result(clients: int, rps: float, p50_ms: float) -> HttpResult:
 )
 def test_a_flag_is_read_in_both_spellings(flags: str, name: str, value: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MCP_CLASSIFIER_DTYPE", raising=False)
-    assert getattr(path_settings(flags), name) == value
+    assert path_settings(flags).value(name) == value
 
 
 def test_a_path_without_dtype_runs_in_the_cpu_default_and_an_asked_one_in_its_own(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -70,7 +70,7 @@ def errors(metrics: GatewayMetrics, door: str, kind: str) -> float:
 def doors() -> Iterator[Doors]:
     backend = FakeBackend()
     metrics = GatewayMetrics()
-    sessions = local_sessions(Settings(), metrics, DEFAULT_MAX_BODY_BYTES)
+    sessions = local_sessions(Settings().serving, metrics, DEFAULT_MAX_BODY_BYTES)
     tool_filter = build_tool_filter(Settings(), backend)
     app = create_app(
         build_dispatcher(Settings(), backend, tool_filter),

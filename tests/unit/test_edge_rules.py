@@ -110,7 +110,7 @@ def test_api_keys_from_setting_and_file(tmp_path: Path) -> None:
 def auth_client(keys_file: Path) -> Iterator[httpx.Client]:
     settings = Settings(api_keys=KEYS_ENV, api_keys_file=keys_file, host="127.0.0.1")
     metrics = GatewayMetrics()
-    guard = build_edge_guard(settings, metrics, link=None, redis_metrics=None, route_label=route_label)
+    guard = build_edge_guard(settings.edge, metrics, host=settings.serving.host, link=None, redis_metrics=None, route_label=route_label)
     backend = FakeBackend()
     tool_filter = build_tool_filter(settings, backend)
     app = create_app(

@@ -48,9 +48,9 @@ def test_workers_0_is_one_per_usable_cpu_within_the_cap() -> None:
 
 
 def test_the_default_is_one_process_and_the_flags_set_it() -> None:
-    assert Settings().workers == 1
+    assert Settings().serving.workers == 1
     settings = settings_from_args(build_parser().parse_args(["serve", "--workers", "0", "--max-workers", "4"]))
-    assert (settings.workers, settings.max_workers) == (0, 4)
+    assert (settings.serving.workers, settings.serving.max_workers) == (0, 4)
     with pytest.raises(ValidationError):
         Settings(workers=-1)
     with pytest.raises(ValidationError):

@@ -29,8 +29,8 @@ def test_the_options_are_grpcs_max_connection_age_and_its_grace_in_milliseconds(
 def test_the_defaults_close_a_connection_after_minutes_not_seconds() -> None:
     settings = Settings()
     assert (
-        60 <= settings.grpc_max_connection_age_s <= 3600
-        and 0 < settings.grpc_max_connection_age_grace_s < settings.grpc_max_connection_age_s
+        60 <= settings.serving.grpc_max_connection_age_s <= 3600
+        and 0 < settings.serving.grpc_max_connection_age_grace_s < settings.serving.grpc_max_connection_age_s
     )
 
 
@@ -53,8 +53,8 @@ def test_the_server_the_door_starts_gets_them(monkeypatch: pytest.MonkeyPatch) -
             port=0,
             reflection=False,
             tracing=False,
-            max_connection_age_s=settings.grpc_max_connection_age_s,
-            max_connection_age_grace_s=settings.grpc_max_connection_age_grace_s,
+            max_connection_age_s=settings.serving.grpc_max_connection_age_s,
+            max_connection_age_grace_s=settings.serving.grpc_max_connection_age_grace_s,
         )
         await server.start()
         await server.close(grace_s=0)

@@ -32,7 +32,7 @@ class ReportOnly(RedisRuntime):
     """The runtime's /health section over a given link, without starting or finding any Redis."""
 
     def __init__(self, link: RedisLink | None) -> None:
-        self.settings = Settings()
+        self.config = Settings().cache
         self.link = link
         self.cache = None
         self.embedded = None
@@ -63,8 +63,10 @@ def health(redis: RedisLink | None) -> dict[str, Any]:
     backend = FakeBackend()
     settings = Settings()
     metrics = GatewayMetrics()
-    limits = SseLimits(settings.sse_max_streams, settings.sse_keepalive_s, settings.sse_session_idle_s, DEFAULT_MAX_BODY_BYTES)
-    sessions = SseSessions(SessionBus(redis, ttl_s=settings.sse_session_idle_s), limits, metrics)
+    limits = SseLimits(
+        settings.serving.sse_max_streams, settings.serving.sse_keepalive_s, settings.serving.sse_session_idle_s, DEFAULT_MAX_BODY_BYTES
+    )
+    sessions = SseSessions(SessionBus(redis, ttl_s=settings.serving.sse_session_idle_s), limits, metrics)
     app = create_app(
         build_dispatcher(settings, backend),
         backend,

@@ -63,7 +63,9 @@ class Doors:
         self.backend = FakeBackend()
         self.startup = StartingBackend(self.backend, wait_s=wait_s)
         self.dispatcher = build_dispatcher(self.settings, self.startup)
-        guard = build_edge_guard(self.settings, self.metrics, link=None, redis_metrics=None, route_label=route_label)
+        guard = build_edge_guard(
+            self.settings.edge, self.metrics, host=self.settings.serving.host, link=None, redis_metrics=None, route_label=route_label
+        )
         self.guard = guard
         self.release = asyncio.Event()
         self.builds = 0

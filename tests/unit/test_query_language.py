@@ -81,10 +81,10 @@ def test_with_no_served_list_the_language_is_reported_but_every_query_served() -
 
 
 def test_served_languages_come_from_the_setting_or_the_model_card() -> None:
-    assert language_gate(Settings(), ("en",)).served == {"en"}
-    assert language_gate(Settings(served_languages="any"), ("en",)).served == frozenset()
-    assert language_gate(Settings(served_languages="en,DE"), ("en",)).served == {"en", "de"}
-    assert language_gate(Settings(), ()).served == frozenset()  # nothing declared: every language
+    assert language_gate(Settings().categories, ("en",)).served == {"en"}
+    assert language_gate(Settings(served_languages="any").categories, ("en",)).served == frozenset()
+    assert language_gate(Settings(served_languages="en,DE").categories, ("en",)).served == {"en", "de"}
+    assert language_gate(Settings().categories, ()).served == frozenset()  # nothing declared: every language
 
 
 def test_a_served_languages_setting_that_is_not_a_code_list_is_refused() -> None:

@@ -33,7 +33,7 @@ PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
 
 @pytest.fixture(scope="module")
 def sessions() -> SseSessions:
-    return local_sessions(Settings(), GatewayMetrics(), MAX_BODY)
+    return local_sessions(Settings().serving, GatewayMetrics(), MAX_BODY)
 
 
 @pytest.fixture(scope="module")

@@ -61,14 +61,14 @@ def test_server_discover_replaces_the_handshake(client: httpx.Client) -> None:
     assert "classify_text" in result["instructions"]
     assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "mcp-classifier"
     assert result["resultType"] == "complete"
-    assert (result["ttlMs"], result["cacheScope"]) == (Settings().list_ttl_ms, "public")
+    assert (result["ttlMs"], result["cacheScope"]) == (Settings().serving.list_ttl_ms, "public")
 
 
 def test_tools_list_and_call_carry_the_eras_result_fields(client: httpx.Client) -> None:
     listed = post(client, "tools/list").json()["result"]
     assert {"list_categories", "classify_text"} <= {t["name"] for t in listed["tools"]}
     assert all(t["inputSchema"]["type"] == "object" and t["description"] for t in listed["tools"])
-    assert listed["resultType"] == "complete" and listed["ttlMs"] == Settings().list_ttl_ms and listed["cacheScope"] == "public"
+    assert listed["resultType"] == "complete" and listed["ttlMs"] == Settings().serving.list_ttl_ms and listed["cacheScope"] == "public"
     called = post(client, "tools/call", CLASSIFY).json()["result"]
     assert called["isError"] is False and called["resultType"] == "complete"
     assert called["structuredContent"]["category"]

@@ -136,7 +136,7 @@ def test_a_list_seen_before_costs_one_query_embedding_and_a_changed_tool_only_it
     assert [kind for kind, _ in backend.embed_calls][-1] == "query"
     embedded = [t for texts in documents for t in texts]
     assert len(embedded) == len(set(embedded)) == 200  # every miss once
-    assert max(len(texts) for texts in documents) <= Settings().batch_size  # every miss once, in chunks a batch wide
+    assert max(len(texts) for texts in documents) <= Settings().batching.batch_size  # every miss once, in chunks a batch wide
     backend.embed_calls.clear()
     select(client, {"query": "topic 6 now", "tools": tools})
     assert backend.embed_calls == [("query", ["topic 6 now"])]  # exactly one model call: the query

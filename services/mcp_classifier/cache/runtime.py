@@ -1,4 +1,4 @@
-"""What `serve` needs from Redis, built from settings: an embedded redis-server if no URL is given,
+"""What `serve` needs from Redis, built from the cache settings: an embedded redis-server if no URL is given,
 one fail-open RedisLink shared by the cache and the rate limiter, and their metrics."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from ..backend.base import ClassificationBackend
-from ..settings import Settings
+from ..settings import CacheSettings
 from .backend import CachingBackend
 from .embedded import EmbeddedRedis, EmbeddedRedisError, find_redis_server
 from .metrics import RedisMetrics
@@ -20,16 +20,17 @@ log = logging.getLogger(__name__)
 
 
 class RedisRuntime:
-    def __init__(self, settings: Settings, registry: CollectorRegistry) -> None:
-        self.settings = settings
+    def __init__(self, config: CacheSettings, registry: CollectorRegistry, *, rate_limited: bool = False) -> None:
+        """``rate_limited``: the edge's rate limit is on, which needs Redis even with the cache off."""
+        self.config = config
         self.metrics = RedisMetrics(registry)
         self.embedded: EmbeddedRedis | None = None
         self.link: RedisLink | None = None
         self.cache: CachingBackend | None = None
-        if not (settings.cache or settings.rate_limit_requests > 0):
+        if not (config.enabled or rate_limited):
             log.info("cache: off (--no-cache) and no rate limit: no Redis used")
             return
-        url = settings.redis_url.get_secret_value() if settings.redis_url is not None else None
+        url = config.redis_url.get_secret_value() if config.redis_url is not None else None
         mode = "external"
         if not url:
             binary = find_redis_server()
@@ -39,7 +40,7 @@ class RedisRuntime:
                     "running without the cache and rate limits"
                 )
                 return
-            self.embedded = EmbeddedRedis(binary, maxmemory_mb=settings.redis_embedded_maxmemory_mb)
+            self.embedded = EmbeddedRedis(binary, maxmemory_mb=config.redis_embedded_maxmemory_mb)
             try:
                 url = self.embedded.start()
             except (EmbeddedRedisError, OSError) as exc:
@@ -49,25 +50,25 @@ class RedisRuntime:
             mode = "embedded"
         self.link = RedisLink(
             url,
-            timeout_s=settings.redis_timeout_s,
-            connect_timeout_s=settings.redis_connect_timeout_s,
-            failure_threshold=settings.redis_breaker_failures,
-            cooldown_s=settings.redis_breaker_cooldown_s,
+            timeout_s=config.redis_timeout_s,
+            connect_timeout_s=config.redis_connect_timeout_s,
+            failure_threshold=config.redis_breaker_failures,
+            cooldown_s=config.redis_breaker_cooldown_s,
             metrics=self.metrics,
             label=mode,
         )
 
     def wrap_backend(self, backend: ClassificationBackend) -> ClassificationBackend:
         """The backend behind the cache (or untouched with --no-cache)."""
-        if not self.settings.cache:
+        if not self.config.enabled:
             return backend
         self.cache = CachingBackend(
             backend,
             self.link,
             metrics=self.metrics,
-            ttl_s=self.settings.cache_ttl_s,
-            max_text_chars=self.settings.cache_max_text_chars,
-            max_value_bytes=self.settings.cache_max_value_bytes,
+            ttl_s=self.config.cache_ttl_s,
+            max_text_chars=self.config.cache_max_text_chars,
+            max_value_bytes=self.config.cache_max_value_bytes,
         )
         return self.cache
 
@@ -84,7 +85,7 @@ class RedisRuntime:
         await asyncio.to_thread(self.stop_embedded)
 
     def health(self) -> dict[str, Any]:
-        cache: dict[str, Any] = {"enabled": self.cache is not None, "ttl_s": self.settings.cache_ttl_s}
+        cache: dict[str, Any] = {"enabled": self.cache is not None, "ttl_s": self.config.cache_ttl_s}
         if self.link is not None:
             cache.update(self.link.health())
         if self.embedded is not None and self.embedded.process is not None:

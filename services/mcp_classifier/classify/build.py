@@ -7,9 +7,10 @@ processes, the Ray replicas, eval), never by the web layers.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..settings import Settings
+from ..settings import CategorySettings, ServingSettings, Settings
 
 log = logging.getLogger(__name__)
 
@@ -31,68 +32,77 @@ def build_classifier(settings: Settings) -> Classifier:
     from .categories import load_categories
     from .classifier import Classifier
 
-    if settings.torch_threads:
-        torch.set_num_threads(settings.torch_threads)
+    model, categories, engine = settings.model, settings.categories, settings.engine
+    if engine.torch_threads:
+        torch.set_num_threads(engine.torch_threads)
     # Before the model loads: loading tokenises, and the tokenizer's pool keeps the size it starts with.
     tokenizer_threads = apply_tokenizer_threads(
-        settings.tokenizer_threads, on_gpu=pick_device(settings.device).type == "cuda", model_cpus=torch.get_num_threads()
+        engine.tokenizer_threads, on_gpu=pick_device(model.device).type == "cuda", model_cpus=torch.get_num_threads()
     )
     log.debug("tokenising on %s", f"{tokenizer_threads} thread(s)" if tokenizer_threads else "a pool over every CPU")
     # numpy's BLAS (OpenBLAS) keeps a thread per core that busy-waits for ~0.1 s after every
     # matmul. The scoring matmuls are tiny, and that spinning thread took most of a core from the
     # model on a 2-core box (32 clients: 236 -> 342 req/s). One BLAS thread, process-wide.
     threadpool_limits(limits=1, user_api="blas")
-    config = load_categories(settings.categories_file)
-    encoder = TextEncoder(
-        settings.model,
-        revision=settings.model_revision,
-        device=settings.device,
-        dtype=settings.dtype,
-        pooling=settings.pooling,
-        query_instruction=settings.query_instruction,
+    config = load_categories(categories.categories_file)
+    cache_dir = start_cache_dir(categories)
+    encoder = TextEncoder.load(
+        model.name,
+        revision=model.model_revision,
+        device=model.device,
+        dtype=model.dtype,
+        pooling=model.pooling,
+        query_instruction=model.query_instruction,
         instruction=config.instruction,
-        max_seq_length=settings.max_seq_length,
-        middle_layer=settings.middle_layer_features,
-        options=EngineOptions.from_settings(settings),
+        max_seq_length=model.max_seq_length,
+        middle_layer=categories.middle_layer_features,
+        options=EngineOptions.from_settings(engine, batch_size=settings.batching.batch_size, probe_cache_dir=cache_dir),
     )
     return Classifier(
         encoder,
         config,
-        settings.scoring_method,
-        settings.lexical_scoring,
-        settings.token_matching,
-        start_cache(settings, encoder),
-        settings.scope_background,
-        language_gate=language_gate(settings, encoder.info.languages),
+        categories.scoring_method,
+        categories.lexical_scoring,
+        categories.token_matching,
+        start_cache(cache_dir, model.name, encoder),
+        categories.scope_background,
+        language_gate=language_gate(categories, encoder.info.languages),
     )
 
 
-def language_gate(settings: Settings, declared: tuple[str, ...]) -> LanguageGate:
+def language_gate(categories: CategorySettings, declared: tuple[str, ...]) -> LanguageGate:
     """The languages served: the setting's list, or the model card's where it is auto; none (every one) for any."""
     from .language import LanguageGate
 
-    if settings.served_languages == "any":
+    if categories.served_languages == "any":
         served: tuple[str, ...] = ()
-    elif settings.served_languages == "auto":
+    elif categories.served_languages == "auto":
         served = declared
     else:
-        served = tuple(code.strip().lower() for code in settings.served_languages.split(","))
+        served = tuple(code.strip().lower() for code in categories.served_languages.split(","))
     log.info("languages served: %s", ", ".join(served) if served else "every language (none declared)")
-    return LanguageGate(served, settings.language_min_confidence)
+    return LanguageGate(served, categories.language_min_confidence)
 
 
-def start_cache(settings: Settings, encoder: TextEncoder) -> StartCache | None:
+def start_cache_dir(categories: CategorySettings) -> Path | None:
+    """Where the start cache lives; None with it off. The engine keeps its load-time checks' answers there too."""
+    from ..engine.signature import default_cache_dir
+
+    return (categories.start_cache_dir or default_cache_dir()) if categories.start_cache else None
+
+
+def start_cache(cache_dir: Path | None, model: str, encoder: TextEncoder) -> StartCache | None:
     """The on-disk cache of the category texts' embeddings and the fitted scorer, where the model has files to key it by."""
     from ..engine.random_models import is_random_model
-    from ..engine.signature import default_cache_dir, model_signature
+    from ..engine.signature import model_signature
     from .start_cache import CACHE_FORMAT, StartCache
 
-    if not settings.start_cache or is_random_model(settings.model):
+    if cache_dir is None or is_random_model(model):
         return None
     info = encoder.info
     described = (
         f"format={CACHE_FORMAT}",
-        settings.model,
+        model,
         info.device,
         info.dtype,
         info.pooling,
@@ -102,12 +112,12 @@ def start_cache(settings: Settings, encoder: TextEncoder) -> StartCache | None:
         encoder.spec.description,
     )
     signature = model_signature(encoder.model_dir, described)  # a hub id's too, through its local snapshot
-    return StartCache(settings.start_cache_dir or default_cache_dir(), signature) if signature else None
+    return StartCache(cache_dir, signature) if signature else None
 
 
-def model_calls_in_flight(settings: Settings) -> int:
+def model_calls_in_flight(serving: ServingSettings) -> int:
     """Batches the in-process backend runs at once: one per model process, else per model thread."""
-    return settings.model_processes or settings.model_threads
+    return serving.model_processes or serving.model_threads
 
 
 def fill_local_threading(settings: Settings) -> Settings:
@@ -117,9 +127,9 @@ def fill_local_threading(settings: Settings) -> Settings:
     Several share that budget out, so concurrent calls never oversubscribe the cores: their
     OpenMP threads would wait on each other at every barrier.
     """
-    in_flight = model_calls_in_flight(settings)
-    if settings.torch_threads or in_flight == 1:
+    in_flight = model_calls_in_flight(settings.serving)
+    if settings.engine.torch_threads or in_flight == 1:
         return settings
     import torch
 
-    return settings.model_copy(update={"torch_threads": max(1, torch.get_num_threads() // in_flight)})
+    return settings.with_values(torch_threads=max(1, torch.get_num_threads() // in_flight))

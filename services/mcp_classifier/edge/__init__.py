@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from ..cache.metrics import RedisMetrics
 from ..cache.redis_link import RedisLink
-from ..settings import Settings
+from ..settings import EdgeSettings
 from ..telemetry import GatewayMetrics
 from .keys import ApiKeys
 from .middleware import OPEN_PATHS, EdgeGuard, EdgeMiddleware, warn_if_open
@@ -17,28 +17,30 @@ __all__ = ["OPEN_PATHS", "EdgeGuard", "EdgeMiddleware", "build_edge_guard"]
 
 
 def build_edge_guard(
-    settings: Settings,
+    edge: EdgeSettings,
     metrics: GatewayMetrics,
     *,
+    host: str,
     link: RedisLink | None,
     redis_metrics: RedisMetrics | None,
     route_label: Callable[[str], str] = lambda path: path,
 ) -> EdgeGuard:
-    """Reads the keys (raises OSError when api_keys_file is unreadable or empty) and warns when the API is open."""
+    """Reads the keys (raises OSError when api_keys_file is unreadable or empty) and warns when the API is open.
+    ``host``: the bind address, which decides what allowed_hosts auto accepts."""
     import logging
 
     log = logging.getLogger(__name__)
-    keys = ApiKeys(settings.api_keys.get_secret_value() if settings.api_keys else None, settings.api_keys_file)
+    keys = ApiKeys(edge.api_keys.get_secret_value() if edge.api_keys else None, edge.api_keys_file)
     limiter = None
-    if settings.rate_limit_requests > 0:
+    if edge.rate_limit_requests > 0:
         if link is None or redis_metrics is None:
             log.warning("edge: rate_limit_requests is set but no Redis is available: rate limiting is off")
         else:
-            limiter = RateLimiter(link, limit=settings.rate_limit_requests, window_s=settings.rate_limit_window_s, metrics=redis_metrics)
+            limiter = RateLimiter(link, limit=edge.rate_limit_requests, window_s=edge.rate_limit_window_s, metrics=redis_metrics)
     guard = EdgeGuard(
         keys=keys,
-        hosts=hosts_allowlist(settings.allowed_hosts, settings.host),
-        origins=Allowlist(settings.allowed_origins),
+        hosts=hosts_allowlist(edge.allowed_hosts, host),
+        origins=Allowlist(edge.allowed_origins),
         limiter=limiter,
         metrics=metrics,
         route_label=route_label,

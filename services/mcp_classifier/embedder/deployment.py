@@ -28,7 +28,7 @@ from ..classify.classifier import ClassificationResult, Classifier
 from ..classify.reload_report import log_reload
 from ..engine.encoder import pick_device
 from ..engine.tokenizer_threads import tokenizer_threads_in_effect
-from ..settings import Settings
+from ..settings import BatchingSettings, Settings
 from ..telemetry import setup_tracing
 from ..util.batch_sizes import BATCH_SIZE_BOUNDS
 from ..util.file_watch import watch_file_in_thread
@@ -54,8 +54,8 @@ class _BatchItem:
 
 # @serve.batch needs its knobs when the class is defined; reconfigure() applies the real ones
 # from user_config before the first request. Both start from the settings' defaults.
-_DEFAULT_BATCH_SIZE = int(Settings.model_fields["batch_size"].default)
-_DEFAULT_WAIT_S = float(Settings.model_fields["batch_window_ms"].default) / 1000.0
+_DEFAULT_BATCH_SIZE = BatchingSettings().batch_size
+_DEFAULT_WAIT_S = BatchingSettings().batch_window_ms / 1000.0
 
 
 def _item_slots(items: list[_BatchItem]) -> int:
@@ -80,15 +80,15 @@ class Embedder:
         self._classifier = self._executor.submit(self._build_and_warm).result()
         # Read once the model is built (it sized the tokenizer's pool): the forward span reports it, 0 for every CPU.
         self._tokenizer_threads = tokenizer_threads_in_effect() or 0
-        self._slot_chars = self._settings.batch_slot_chars
-        self._max_batch_size = self._settings.batch_size
+        self._slot_chars = self._settings.batching.batch_slot_chars
+        self._max_batch_size = self._settings.batching.batch_size
         self._stats = pb.BatchStats(batch_size_counts=[0] * BATCH_SIZE_BUCKETS)
         self._reload_generation = 0
-        if self._settings.categories_file is not None:
+        if self._settings.categories.categories_file is not None:
             # Each replica watches its own copy (a ConfigMap mount on Kubernetes), so a change
             # reaches every replica even when no gateway asks for it. The watch lives as long as
             # the replica's process, so nothing ever stops it.
-            watch_file_in_thread(self._settings.categories_file, self._reload_categories, threading.Event())
+            watch_file_in_thread(self._settings.categories.categories_file, self._reload_categories, threading.Event())
         self._batch_sizes = Histogram(
             "mcp_classifier_embedder_batch_size",
             description="Texts per model batch",
@@ -110,7 +110,7 @@ class Embedder:
 
     def _pin_to_own_cores(self) -> list[int] | None:
         """This replica's process onto its slice of the node's cores (embedder/cpu_pinning.py), where that is safe."""
-        if pick_device(self._settings.device).type != "cpu":
+        if pick_device(self._settings.model.device).type != "cpu":
             return None  # a GPU replica's host work (tokenising, packing) spreads over the pod's cores
         import ray
 
@@ -120,7 +120,7 @@ class Embedder:
             return None
         context = ray.get_runtime_context()
         cores = choose_replica_cores(
-            self._settings.replica_cpu_pinning,
+            self._settings.ray.replica_cpu_pinning,
             self._all_cores,
             node_cpus=lambda: next(float(n["Resources"].get("CPU", 0)) for n in ray.nodes() if n["NodeID"] == context.get_node_id()),
             local_rank=lambda: serve.get_replica_context().rank.local_rank,
@@ -224,10 +224,11 @@ class Embedder:
             return results
 
     def _reload_categories(self, trigger: str = "file change") -> None:
-        if self._settings.categories_file is not None:
+        if self._settings.categories.categories_file is not None:
             # On the forward thread: the swap happens between batches, never inside one.
-            changed = self._executor.submit(self._classifier.reload_from, self._settings.categories_file).result()
-            log_reload(log, trigger, changed, self._classifier.info)
+            refused_before = self._classifier.info.reload_error is not None
+            changed = self._executor.submit(self._classifier.reload_from, self._settings.categories.categories_file).result()
+            log_reload(log, trigger, changed, self._classifier.info, refused_before=refused_before)
 
     def _record(self, n_texts: int, seconds: float) -> None:
         self._batch_sizes.observe(n_texts)
@@ -251,7 +252,7 @@ def build_app_with_options(settings: Settings, reload_generation: int = 0) -> se
     are built from except user_config: a reload (a new reload_generation) then reconfigures the running
     replicas in place, as a Serve config deploy does on Kubernetes, and any other change restarts them.
     """
-    options = deployment_options(settings)
+    options = deployment_options(settings.ray, settings.batching)
     built_from = {
         "package": __version__,
         "settings": replica_settings(settings),

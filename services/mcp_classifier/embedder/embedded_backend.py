@@ -61,7 +61,7 @@ class EmbeddedRayBackend:
         _reclaim_signal_handlers()
         self._client = self._client_factory(f"127.0.0.1:{port}")
         await self._client.start()
-        await self._client.wait_until_ready(timeout_s=max(self._settings.request_timeout_s, PROXY_READY_WAIT_S))
+        await self._client.wait_until_ready(timeout_s=max(self._settings.serving.request_timeout_s, PROXY_READY_WAIT_S))
 
     async def close(self) -> None:
         if self._client is not None:

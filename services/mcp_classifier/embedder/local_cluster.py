@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, retry_if_result, stop_after_attempt, stop_after_delay, wait_fixed
 
-from ..settings import Settings
+from ..settings import RaySettings, Settings
 from ..util.omp import apply_omp_wait_policy
 from .ingress_ports import bind_grpc_servers_to_node_ip, node_port_env
 from .ray_console import quiet_driver_logs, ray_logs_dir
@@ -241,40 +241,41 @@ def kernel_port(host: str = "127.0.0.1", avoid: frozenset[int] = RAY_DEFAULT_POR
 def start_local_serve(settings: Settings) -> int:
     """Start Ray (explicit CPUs, small object store, no dashboard), Serve's gRPC proxy and the app.
 
-    With a loopback ``settings.host`` every socket of the node listens on loopback (loopback_node_options).
+    With a loopback ``--host`` every socket of the node listens on loopback (loopback_node_options).
     Returns the gRPC port. Blocks until the replicas have loaded and warmed up the model.
     """
+    cluster, serving = settings.ray, settings.serving
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     # Read by Serve's constants in every Ray process, which inherit the environment of the node this starts.
-    os.environ[THROUGHPUT_OPTIMIZED_ENV] = "1" if settings.ray_throughput_optimized else "0"
+    os.environ[THROUGHPUT_OPTIMIZED_ENV] = "1" if cluster.ray_throughput_optimized else "0"
     # Set either way: throughput-optimized mode would otherwise turn direct ingress on by itself.
-    os.environ[DIRECT_INGRESS_ENV] = "1" if settings.ray_direct_ingress else "0"
+    os.environ[DIRECT_INGRESS_ENV] = "1" if cluster.ray_direct_ingress else "0"
     # A stopping replica keeps serving until the gateway has re-read the list (Serve's default waits 30 s for a load balancer).
-    os.environ[DIRECT_INGRESS_DRAIN_ENV] = f"{2 * settings.replica_refresh_s:g}"
+    os.environ[DIRECT_INGRESS_DRAIN_ENV] = f"{2 * cluster.replica_refresh_s:g}"
     os.environ.setdefault(PROXY_READY_CHECK_ENV, f"{PROXY_READY_CHECK_S:g}")
-    os.environ[WORKER_NICENESS_ENV] = str(settings.ray_worker_niceness)
-    apply_omp_wait_policy(settings.omp_wait_policy)  # the replicas' torch threads
-    if settings.ray_direct_ingress:  # the replicas' own ports: a block no other node on this host uses (ingress_ports)
-        os.environ.update(node_port_env(settings.max_replicas, bindable_everywhere, os.environ))
+    os.environ[WORKER_NICENESS_ENV] = str(cluster.ray_worker_niceness)
+    apply_omp_wait_policy(settings.engine.omp_wait_policy)  # the replicas' torch threads
+    if cluster.ray_direct_ingress:  # the replicas' own ports: a block no other node on this host uses (ingress_ports)
+        os.environ.update(node_port_env(cluster.max_replicas, bindable_everywhere, os.environ))
     # A gateway on loopback keeps the node there too: otherwise the replicas answer anyone who reaches
     # the host, past the gateway's keys, Host/Origin checks and rate limit. Any other --host: Ray's defaults.
-    loopback = is_loopback_host(settings.host)
+    loopback = is_loopback_host(serving.host)
     node_options = loopback_node_options() if loopback else {}
     import ray
     from ray import serve
     from ray.serve.config import HTTPOptions, gRPCOptions
 
-    quiet_driver_logs(settings.verbose)
+    quiet_driver_logs(serving.verbose)
     grpc_port = free_port()
-    metrics_port = settings.ray_metrics_port or free_port()
+    metrics_port = cluster.ray_metrics_port or free_port()
     init_ray_retrying(
         lambda: ray.init(
-            num_cpus=settings.ray_num_cpus,
-            num_gpus=None if settings.replica_num_gpus else 0,
-            object_store_memory=settings.ray_object_store_mb * 2**20,
+            num_cpus=cluster.ray_num_cpus,
+            num_gpus=None if cluster.replica_num_gpus else 0,
+            object_store_memory=cluster.ray_object_store_mb * 2**20,
             include_dashboard=False,
             configure_logging=False,
-            log_to_driver=settings.verbose,  # off: actors' and replicas' output stays in Ray's log files
+            log_to_driver=serving.verbose,  # off: actors' and replicas' output stays in Ray's log files
             namespace="mcp-classifier",
             _metrics_export_port=metrics_port,
             **node_options,
@@ -285,7 +286,7 @@ def start_local_serve(settings: Settings) -> int:
     log.info(
         "the embedded Ray node's own logs (its actors and replicas): %s%s",
         ray_logs_dir() or "Ray's session folder",
-        "" if settings.verbose else " (--verbose shows them on this console)",
+        "" if serving.verbose else " (--verbose shows them on this console)",
     )
     if loopback:
         try:
@@ -300,7 +301,7 @@ def start_local_serve(settings: Settings) -> int:
                 grpc_options=gRPCOptions(port=grpc_port, grpc_servicer_functions=[SERVICER_FUNCTION]),
             ),
             serve_proxies_up,
-            settings.ray_proxy_start_timeout_s,
+            cluster.ray_proxy_start_timeout_s,
         )
     except ProxyStartTimeoutError:
         stop_local_serve()
@@ -310,9 +311,9 @@ def start_local_serve(settings: Settings) -> int:
         "embedded Ray Serve is up: gRPC on 127.0.0.1:%d, app %s, throughput-optimized %s, direct ingress %s; Ray metrics on "
         "http://%s:%d/metrics; the node listens on %s",
         grpc_port,
-        settings.serve_app_name,
-        "on" if settings.ray_throughput_optimized else "off",
-        "on" if settings.ray_direct_ingress else "off",
+        cluster.serve_app_name,
+        "on" if cluster.ray_throughput_optimized else "off",
+        "on" if cluster.ray_direct_ingress else "off",
         node_ip,
         metrics_port,
         "loopback only" if loopback else "the addresses Ray and Serve choose (--host is not loopback)",
@@ -320,16 +321,16 @@ def start_local_serve(settings: Settings) -> int:
     return grpc_port
 
 
-def fit_replicas_to_node(settings: Settings) -> Settings:
+def fit_replicas_to_node(ray: RaySettings) -> RaySettings:
     """On the embedded single node, never ask for more CPU replicas than its CPUs hold
     (Serve would wait for resources forever)."""
-    if settings.replica_num_gpus or not settings.replica_num_cpus:
-        return settings
-    fits = max(1, int(settings.ray_num_cpus // settings.replica_num_cpus))
-    if settings.max_replicas <= fits:
-        return settings
-    log.warning("embedded Ray has %d CPUs: using at most %d replicas of %g CPU", settings.ray_num_cpus, fits, settings.replica_num_cpus)
-    return settings.model_copy(update={"min_replicas": min(settings.min_replicas, fits), "max_replicas": fits})
+    if ray.replica_num_gpus or not ray.replica_num_cpus:
+        return ray
+    fits = max(1, int(ray.ray_num_cpus // ray.replica_num_cpus))
+    if ray.max_replicas <= fits:
+        return ray
+    log.warning("embedded Ray has %d CPUs: using at most %d replicas of %g CPU", ray.ray_num_cpus, fits, ray.replica_num_cpus)
+    return ray.model_copy(update={"min_replicas": min(ray.min_replicas, fits), "max_replicas": fits})
 
 
 def deploy_app(settings: Settings, reload_generation: int = 0) -> None:
@@ -340,9 +341,9 @@ def deploy_app(settings: Settings, reload_generation: int = 0) -> None:
 
     from .deployment import build_app_with_options
 
-    settings = fit_replicas_to_node(settings)
+    settings = settings.model_copy(update={"ray": fit_replicas_to_node(settings.ray)})
     app = build_app_with_options(settings, reload_generation)
-    serve.run(app, name=settings.serve_app_name, route_prefix=route_prefix(settings), blocking=False)
+    serve.run(app, name=settings.ray.serve_app_name, route_prefix=route_prefix(settings.ray), blocking=False)
 
 
 def stop_local_serve(timeout_s: float = 20.0) -> None:

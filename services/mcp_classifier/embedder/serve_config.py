@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..settings import Settings
+from ..settings import BatchingSettings, RaySettings, Settings, settings_fields
 from ..util.omp import OMP_WAIT_POLICY_ENV
 
 SERVICER_FUNCTION = "mcp_classifier.api.v1.classifier_pb2_grpc.add_ClassifierServicer_to_server"
 IMPORT_PATH = "mcp_classifier.embedder.deployment:build_app"
 DEPLOYMENT_NAME = "Embedder"
 
-# Settings the replica itself needs to load the model and build the index.
+# Settings the replica itself needs to load the model and build the index, by flat name: the Serve config's
+# args carry them flat, as the chart writes them.
 REPLICA_SETTINGS = (
     "model",
     "model_revision",
@@ -42,59 +43,60 @@ REPLICA_SETTINGS = (
 )
 
 
-def route_prefix(settings: Settings) -> str:
+def route_prefix(ray: RaySettings) -> str:
     """Serve's gRPC proxy only routes to applications that have a route prefix."""
-    return f"/{settings.serve_app_name}"
+    return f"/{ray.serve_app_name}"
 
 
 def replica_settings(settings: Settings) -> dict[str, Any]:
     """Only the fields that differ from the defaults, so the config stays short and readable."""
     out = {}
+    fields = settings_fields()
     for name in REPLICA_SETTINGS:
-        value = getattr(settings, name)
-        if value != Settings.model_fields[name].default:
+        value = settings.value(name)
+        if value != fields[name].default:
             out[name] = str(value) if name == "categories_file" else value
     return out
 
 
-def user_config(settings: Settings) -> dict[str, Any]:
+def user_config(batching: BatchingSettings) -> dict[str, Any]:
     """Knobs a replica applies in reconfigure(), so they change without a restart."""
     return {
-        "max_batch_size": settings.batch_size,
-        "batch_wait_timeout_s": settings.batch_window_ms / 1000.0,
-        "batch_slot_chars": settings.batch_slot_chars,
+        "max_batch_size": batching.batch_size,
+        "batch_wait_timeout_s": batching.batch_window_ms / 1000.0,
+        "batch_slot_chars": batching.batch_slot_chars,
     }
 
 
-def deployment_options(settings: Settings) -> dict[str, Any]:
+def deployment_options(ray: RaySettings, batching: BatchingSettings) -> dict[str, Any]:
     return {
         "name": DEPLOYMENT_NAME,
-        "max_ongoing_requests": max(settings.max_ongoing_requests, settings.batch_size),
-        "ray_actor_options": {"num_cpus": settings.replica_num_cpus, "num_gpus": settings.replica_num_gpus},
-        "health_check_period_s": settings.replica_health_check_period_s,
-        "logging_config": {"enable_access_log": settings.replica_access_log},
+        "max_ongoing_requests": max(ray.max_ongoing_requests, batching.batch_size),
+        "ray_actor_options": {"num_cpus": ray.replica_num_cpus, "num_gpus": ray.replica_num_gpus},
+        "health_check_period_s": ray.replica_health_check_period_s,
+        "logging_config": {"enable_access_log": ray.replica_access_log},
         "autoscaling_config": {
-            "min_replicas": settings.min_replicas,
-            "max_replicas": max(settings.max_replicas, settings.min_replicas),
-            "target_ongoing_requests": settings.target_ongoing_requests,
+            "min_replicas": ray.min_replicas,
+            "max_replicas": max(ray.max_replicas, ray.min_replicas),
+            "target_ongoing_requests": ray.target_ongoing_requests,
         },
-        "user_config": user_config(settings),
+        "user_config": user_config(batching),
     }
 
 
 def serve_config(settings: Settings) -> dict[str, Any]:
     return {
         "proxy_location": "EveryNode",
-        "grpc_options": {"port": settings.serve_grpc_port, "grpc_servicer_functions": [SERVICER_FUNCTION]},
+        "grpc_options": {"port": settings.ray.serve_grpc_port, "grpc_servicer_functions": [SERVICER_FUNCTION]},
         "applications": [
             {
-                "name": settings.serve_app_name,
-                "route_prefix": route_prefix(settings),
+                "name": settings.ray.serve_app_name,
+                "route_prefix": route_prefix(settings.ray),
                 "import_path": IMPORT_PATH,
                 # The replicas import torch in Ray's workers, whose environment the cluster gives them.
-                "runtime_env": {"env_vars": {OMP_WAIT_POLICY_ENV: settings.omp_wait_policy.upper()}},
+                "runtime_env": {"env_vars": {OMP_WAIT_POLICY_ENV: settings.engine.omp_wait_policy.upper()}},
                 "args": {"settings": replica_settings(settings)},
-                "deployments": [deployment_options(settings)],
+                "deployments": [deployment_options(settings.ray, settings.batching)],
             }
         ],
     }

@@ -11,10 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from .signature import default_cache_dir
-
 if TYPE_CHECKING:  # the settings are read, never imported at run time: the engine loads without pydantic's models
-    from ..settings import Settings
+    from ..settings import EngineSettings
 
 Switch = Literal["auto", "on", "off"]
 """auto: on where the speed-up pays (on CUDA); on: tried wherever it runs; off: never tried."""
@@ -39,15 +37,17 @@ class EngineOptions:
     probe_cache_dir: Path | None = None  # where the load-time probes' results are kept (probe_cache); None: probed every load
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> EngineOptions:
+    def from_settings(cls, engine: EngineSettings, *, batch_size: int, probe_cache_dir: Path | None) -> EngineOptions:
+        """The engine's own settings group, and the two values it shares with others: the batching's batch size and the
+        start cache's folder (None with the start cache off)."""
         return cls(
-            batch_size=settings.batch_size,
-            forward_overhead_tokens=settings.forward_overhead_tokens,
-            pack_width=settings.pack_width_tokens,
-            fused_norms=settings.fused_norms,
-            fused_rotary=settings.fused_rotary,
-            compiled_layers=settings.compiled_layers,
-            fp16_weights_max_tokens=settings.fp16_weights_max_tokens,
-            cuda_graphs=settings.cuda_graphs,
-            probe_cache_dir=(settings.start_cache_dir or default_cache_dir()) if settings.start_cache else None,
+            batch_size=batch_size,
+            forward_overhead_tokens=engine.forward_overhead_tokens,
+            pack_width=engine.pack_width_tokens,
+            fused_norms=engine.fused_norms,
+            fused_rotary=engine.fused_rotary,
+            compiled_layers=engine.compiled_layers,
+            fp16_weights_max_tokens=engine.fp16_weights_max_tokens,
+            cuda_graphs=engine.cuda_graphs,
+            probe_cache_dir=probe_cache_dir,
         )

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, cast
 
 from .. import __version__
-from ..settings import Settings
+from ..settings import ModelSettings, ServingSettings, Settings
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -43,22 +43,22 @@ def url_of(sock: socket.socket) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def say_starting(settings: Settings, url: str) -> None:
+def say_starting(serving: ServingSettings, model: ModelSettings, url: str) -> None:
     # The doors answer the MCP handshake from here on; classification follows the "ready on" line.
     # Tests and scripts read the URL from this line when --port 0 was given.
     print(
-        f"mcp-classifier {__version__} starting on {url} (loading backend {settings.backend}, model {settings.model}; "
+        f"mcp-classifier {__version__} starting on {url} (loading backend {serving.backend}, model {model.name}; "
         "the handshake answers now, classification once ready)",
         file=sys.stderr,
         flush=True,
     )
 
 
-def say_ready(settings: Settings, url: str, start_seconds: float | None, workers: int = 1) -> None:
+def say_ready(serving: ServingSettings, model: ModelSettings, url: str, start_seconds: float | None, workers: int = 1) -> None:
     took = f", started in {start_seconds:.1f} s" if start_seconds is not None else ""
     processes = f", {workers} workers" if workers > 1 else ""
     print(
-        f"mcp-classifier ready on {url} (backend {settings.backend}, model {settings.model}{processes}{took})",
+        f"mcp-classifier ready on {url} (backend {serving.backend}, model {model.name}{processes}{took})",
         file=sys.stderr,
         flush=True,
     )
@@ -91,8 +91,8 @@ class HttpGatewayApp:
         self.asgi = OpeningApp(
             build_handshake_door(settings, self._doors, metrics),
             self._build,
-            max_body_bytes=settings.max_body_bytes,
-            wait_s=settings.request_timeout_s,
+            max_body_bytes=settings.serving.max_body_bytes,
+            wait_s=settings.serving.request_timeout_s,
             on_failure=lambda _exc: self.stop_server(),
         )
 
@@ -142,16 +142,16 @@ def run_gateway(
         instrument_grpc_client()
     app = HttpGatewayApp(settings, metrics, redis, tracing=tracing, on_ready=on_ready, services=services)
     if announce:
-        say_starting(settings, url_of(sock))
+        say_starting(settings.serving, settings.model, url_of(sock))
     config = uvicorn.Config(
         app.asgi,
-        log_level=settings.log_level,
+        log_level=settings.serving.log_level,
         log_config=None,  # uvicorn's records go through the root handler: one format (JSON or text) for the whole stream
         access_log=False,  # the gateway writes its own line per request (protocol.correlation)
         lifespan="on",
-        timeout_graceful_shutdown=math.ceil(settings.shutdown_timeout_s),
+        timeout_graceful_shutdown=math.ceil(settings.serving.shutdown_timeout_s),
     )
-    server = DrainingServer(config, drain_delay_s=settings.drain_delay_s, on_drain=app.start_draining)
+    server = DrainingServer(config, drain_delay_s=settings.serving.drain_delay_s, on_drain=app.start_draining)
     app.stop_server = lambda: setattr(server, "should_exit", True)
     try:
         server.run(sockets=[sock])

