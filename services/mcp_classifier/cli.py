@@ -219,9 +219,9 @@ def _run_eval(settings: Settings, args: argparse.Namespace) -> int:
     print(f"evaluating {len(systems)} system(s) on {len(queries)} labelled queries from {args.data}", file=sys.stderr)
     threshold = args.threshold
     if threshold is None:
-        from .classify.categories import load_categories
+        from .classify.registry import ClassifierRegistry
 
-        threshold = load_categories(settings.categories.categories_file).policy.low_confidence.threshold
+        threshold = ClassifierRegistry.read(settings.categories).config().policy.low_confidence.threshold
     truth, reasoning, tags = [q.category for q in queries], [q.expected_use_reasoning for q in queries], [q.tag for q in queries]
     evaluations = [evaluate(name, truth, run(), reasoning, texts, tags, threshold) for name, run in systems]
     report = write_report(evaluations, args.out, args.data.name)
@@ -231,104 +231,24 @@ def _run_eval(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
-    from .classify.categories import load_categories
-    from .classify.index import category_texts
-    from .evaluation.dataset import OUT_OF_SCOPE, DatasetError, load_dataset
-    from .evaluation.doctor import TokenVectors, centroid_similarity, diagnose, render, write_report
-    from .wiring import build_classifier
+    from .evaluation.commands import run_doctor
+    from .evaluation.dataset import DatasetError
 
-    config = load_categories(settings.categories.categories_file)
-    queries = None
-    if args.queries is not None:
-        try:
-            queries = load_dataset(args.queries)
-        except DatasetError as exc:
-            raise CliError(f"doctor: {exc}") from exc
-        queries = [q for q in queries if q.category != OUT_OF_SCOPE]  # doctor scores categories; eval scores scope
-        unknown = sorted({q.category for q in queries} - set(config.names))
-        if unknown:
-            raise CliError(f"doctor: {args.queries} has categories the file does not define: {unknown}")
-    source = str(settings.categories.categories_file or "the packaged default categories")
-    print(
-        f"doctor: {source}: {len(config.categories)} categories, scoring method {settings.categories.scoring_method}, "
-        f"lexical scoring {settings.categories.lexical_scoring}, token matching {settings.categories.token_matching}, "
-        f"middle layer features {settings.categories.middle_layer_features}",
-        file=sys.stderr,
-    )
-    classifier = build_classifier(settings)
-    encoder = classifier.encoder
-    example_vectors = encoder.encode_documents([e for c in config.categories for e in c.examples])
-    description_vectors = encoder.encode_documents([c.description or c.name for c in config.categories])
-    query_vectors = encoder.encode_queries([q.text for q in queries]) if queries else None
-    tokens = None
-    if settings.categories.token_matching != "off":
-        tokens = TokenVectors(
-            encoder.encode_with_tokens([e for c in config.categories for e in c.examples], query=False)[1],
-            encoder.encode_with_tokens(category_texts(config), query=False)[1],
-            encoder.encode_with_tokens([q.text for q in queries], query=True)[1] if queries else [],
-        )
-    diagnosis = diagnose(
-        config,
-        example_vectors,
-        description_vectors,
-        settings.categories.scoring_method,
-        query_vectors,
-        [q.category for q in queries] if queries else None,
-        [q.text for q in queries] if queries else None,
-        settings.categories.lexical_scoring,
-        tokens,
-    )
-    scope = classifier.info.scope
-    diagnosis.scope = scope.to_public(config.names) if scope is not None else None
-    print(render(diagnosis))
-    if args.out is not None:
-        report = write_report(diagnosis, args.out, config, centroid_similarity(config, example_vectors, description_vectors), source)
-        print(f"\nreport: {report}", file=sys.stderr)
+    try:
+        run_doctor(settings, args.queries, args.out)
+    except DatasetError as exc:
+        raise CliError(f"doctor: {exc}") from exc
     return 0
 
 
 def cmd_eval_tools(settings: Settings, args: argparse.Namespace) -> int:
+    from .evaluation.commands import run_eval_tools
     from .evaluation.dataset import DatasetError
-    from .evaluation.tool_retrieval import load_tool_set, rank_all, render, render_served, render_slices, score, served_outcome
-    from .toolfilter.tool_filter import DEFAULT_THRESHOLD, DEFAULT_TOP_K, default_threshold_for
-    from .wiring import build_classifier
 
-    tools_path = args.tools or args.queries.with_name("tools.json")
     try:
-        tools, queries = load_tool_set(args.queries, tools_path)
+        run_eval_tools(settings, args.queries, args.tools)
     except DatasetError as exc:
         raise CliError(f"eval-tools: {exc}") from exc
-    print(f"eval-tools: {len(queries)} queries over {len(tools)} tools ({tools_path})", file=sys.stderr)
-    classifier = build_classifier(settings)
-    ranked = rank_all(tools, queries, classifier.embed, settings.serving.max_text_length, settings.toolfilter.tool_lexical_weight)
-    rankings = ranked.rankings
-    served = f" (tool_ranking={settings.toolfilter.tool_ranking}: what the service ranks with)"
-    scores = [
-        score(
-            f"hybrid: {settings.model.name} + BM25, weight {settings.toolfilter.tool_lexical_weight:g}"
-            + served * (settings.toolfilter.tool_ranking == "hybrid"),
-            rankings["hybrid"],
-            queries,
-        ),
-        score("hybrid without ranking a request's parts (tool_query_clauses)", rankings["hybrid-whole"], queries),
-        score("hybrid without the action words (tool_actions)", rankings["hybrid-plain"], queries),
-        score("hybrid without the identifiers' parameter words (query_identifiers)", rankings["hybrid-unshaped"], queries),
-        score(
-            f"embeddings {settings.model.name} alone" + served * (settings.toolfilter.tool_ranking == "embedding"),
-            rankings["embedding"],
-            queries,
-        ),
-        score("BM25 (rank-bm25), the tools' own words", rankings["bm25"], queries),
-        score("BM25 with the action words", rankings["bm25-actions"], queries),
-    ]
-    print(render(scores, len(tools)))
-    print()
-    print(render_slices(rankings, queries))
-    tool_threshold = settings.toolfilter.tool_threshold
-    default_threshold = tool_threshold if tool_threshold is not None else default_threshold_for(settings.model.name)
-    thresholds = sorted({default_threshold, DEFAULT_THRESHOLD, -1.0})
-    print()
-    print(render_served([served_outcome(ranked, queries, DEFAULT_TOP_K, t) for t in thresholds], DEFAULT_TOP_K, default_threshold))
     return 0
 
 

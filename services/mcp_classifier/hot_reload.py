@@ -1,7 +1,8 @@
 """Categories hot reload in the gateway: a file watch and SIGHUP both ask the backend chain to reload.
 
 The request goes through the outermost backend so every layer hears of it: the cache re-keys,
-the gRPC client drops its cached Info, and whoever holds the model rebuilds its index.
+the gRPC client drops its cached Info, and whoever holds the model has its registry re-read the file
+(classify.registry). The watch is the registry's own (``CategorySource.watch``), the one a Ray replica uses.
 """
 
 from __future__ import annotations
@@ -10,19 +11,19 @@ import asyncio
 import logging
 import signal
 import threading
-from pathlib import Path
+from collections.abc import Mapping
 
 from .backend.base import ClassificationBackend
+from .classify.registry import CategorySource
 from .classify.reload_report import FILE_CHANGE, log_reload
-from .util.file_watch import watch_file_in_thread
 
 log = logging.getLogger(__name__)
 
 
 class HotReload:
-    def __init__(self, backend: ClassificationBackend, categories_file: Path) -> None:
+    def __init__(self, backend: ClassificationBackend, sources: Mapping[str, CategorySource]) -> None:
         self._backend = backend
-        self._file = categories_file
+        self._sources = dict(sources)  # the classifiers' files, by name (classify.registry.reloadable_sources)
         self._stop = threading.Event()
         self._lock: asyncio.Lock | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -31,7 +32,8 @@ class HotReload:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._lock = asyncio.Lock()
-        watch_file_in_thread(self._file, self._from_watch_thread, self._stop)
+        for source in self._sources.values():
+            source.watch(self._from_watch_thread, self._stop)
         try:
             self._loop.add_signal_handler(signal.SIGHUP, lambda: asyncio.ensure_future(self.reload("SIGHUP")))
         except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no SIGHUP here

@@ -8,16 +8,19 @@ backend, which cache and which edge live here and nowhere else.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from .backend.base import ClassificationBackend
+from .backend.coalescer import BatchingOptions
 from .backend.starting import StartingBackend
 from .cache.embeddings import ToolEmbeddings
-from .classify.build import build_classifier, fill_local_threading, model_calls_in_flight
+from .classify.build import build_classifier, build_registry, fill_local_threading, model_calls_in_flight
+from .classify.registry import reloadable_sources
 from .protocol.classify_tools import register_classification_tools
 from .protocol.dispatcher import McpDispatcher
 from .protocol.tools import ToolRegistry
-from .settings import ServingSettings, Settings
+from .settings import Settings
 from .telemetry import BatchingSource, GatewayMetrics
 from .toolfilter.tool_filter import ToolFilter, default_threshold_for, register_tool_filter
 
@@ -26,14 +29,16 @@ if TYPE_CHECKING:  # torch, Ray, FastAPI and Redis are imported only by the path
 
     from .backend.grpc_client import GrpcBackend
     from .backend.local import LocalBatchingBackend
-    from .cache.redis_link import RedisLink
     from .cache.runtime import RedisRuntime
     from .edge import EdgeGuard
-    from .edge.handshake import ASGIApp
+    from .redis_io.redis_link import RedisLink
+    from .transports.http import DoorLifecycle
+    from .util.asgi import ASGIApp
 
 __all__ = [
     "Gateway",
     "HttpDoors",
+    "BuiltBackend",
     "build_backend",
     "build_classifier",
     "build_dispatcher",
@@ -53,20 +58,17 @@ def build_local_backend(settings: Settings) -> LocalBatchingBackend:
     from .backend.model_worker import ModelWorker, ProcessModelWorker, ThreadModelWorker
 
     settings = fill_local_threading(settings)
-    serving, batching = settings.serving, settings.batching
+    serving = settings.serving
     worker: ModelWorker
     if serving.model_processes:
         worker = ProcessModelWorker(settings.model_dump_json(), serving.model_processes)
     else:
-        worker = ThreadModelWorker(lambda: build_classifier(settings), threads=serving.model_threads)
+        worker = ThreadModelWorker(lambda: build_registry(settings), threads=serving.model_threads)
+    # One batch in flight per model thread or process, whatever max_concurrent_batches says of the embedder.
+    batching = replace(BatchingOptions.from_settings(settings.batching), max_concurrent_batches=model_calls_in_flight(serving))
     return LocalBatchingBackend(
         worker,
-        max_concurrent_batches=model_calls_in_flight(serving),
-        categories_file=settings.categories.categories_file,
-        batch_size=batching.batch_size,
-        batch_window_ms=batching.batch_window_ms,
-        batch_regroup_wait=batching.batch_regroup_wait,
-        max_queue=batching.max_queue,
+        batching=batching,
         request_timeout_s=serving.request_timeout_s,
     )
 
@@ -77,7 +79,7 @@ def build_grpc_backend(settings: Settings, target: str, *, embedded: bool = Fals
     from .backend.grpc_client import READY_PROBE_TIMEOUT_S, GrpcBackend
     from .embedder.replica_targets import TargetSource, embedded_target_source, serve_api_target_source
 
-    ray, batching = settings.ray, settings.batching
+    ray = settings.ray
     replicas: TargetSource | None = None
     if ray.ray_direct_ingress and embedded:
         replicas = embedded_target_source(ray.serve_app_name)
@@ -93,26 +95,52 @@ def build_grpc_backend(settings: Settings, target: str, *, embedded: bool = Fals
         app_name=ray.serve_app_name,
         timeout_s=settings.serving.request_timeout_s,
         max_attempts=ray.grpc_max_attempts,
-        batch_size=batching.batch_size,
-        batch_window_ms=batching.batch_window_ms,
-        batch_regroup_wait=batching.batch_regroup_wait,
-        max_queue=batching.max_queue,
-        max_concurrent_batches=batching.max_concurrent_batches,
+        batching=BatchingOptions.from_settings(settings.batching),
         replicas=replicas,
         replica_refresh_s=ray.replica_refresh_s,
     )
 
 
-def build_backend(settings: Settings, *, force_local: bool = False) -> ClassificationBackend:
+def _no_client() -> GrpcBackend | None:
+    return None
+
+
+@dataclass(frozen=True)
+class BuiltBackend:
+    """The backend the settings chose, with what /health and the batching metrics read of it, typed: nothing
+    digs through the wrappers for attributes."""
+
+    backend: ClassificationBackend
+    kind: Literal["local", "grpc", "ray"]  # the ``backend`` label of the batching metrics and of /health
+    batcher: Callable[[], BatchingSource | None]  # in front of the model or the replicas; None while the embedded Ray starts
+    grpc_client: Callable[[], GrpcBackend | None] = _no_client  # where calls go: None locally, and while the embedded Ray starts
+
+
+def build_backend(settings: Settings, *, force_local: bool = False) -> BuiltBackend:
     """local, grpc://HOST:PORT, or ray (embedded Ray Serve reached over gRPC)."""
     backend = settings.serving.backend
     if force_local or backend == "local":
-        return build_local_backend(settings)
+        local = build_local_backend(settings)
+        return BuiltBackend(local, "local", lambda: local.batching)
     if backend.startswith("grpc://"):
-        return build_grpc_backend(settings, backend.removeprefix("grpc://"))
+        remote = build_grpc_backend(settings, backend.removeprefix("grpc://"))
+        return BuiltBackend(remote, "grpc", lambda: remote.batching, lambda: remote)
     from .embedder.embedded_backend import EmbeddedRayBackend
 
-    return EmbeddedRayBackend(settings, lambda target: build_grpc_backend(settings, target, embedded=True))
+    made: list[GrpcBackend] = []  # the embedded node's client, made once Ray is up
+
+    def client_for(target: str) -> GrpcBackend:
+        made.append(build_grpc_backend(settings, target, embedded=True))
+        return made[-1]
+
+    def client_made() -> GrpcBackend | None:
+        return made[-1] if made else None
+
+    def batcher() -> BatchingSource | None:
+        started = client_made()
+        return started.batching if started is not None else None
+
+    return BuiltBackend(EmbeddedRayBackend(settings, client_for), "ray", batcher, client_made)
 
 
 # ---- protocol ------------------------------------------------------------------------------------
@@ -157,7 +185,7 @@ class Gateway(NamedTuple):
     dispatcher: McpDispatcher
     backend: ClassificationBackend
     tool_filter: ToolFilter
-    embedder: ClassificationBackend  # the backend itself, under any wrapper (for /health)
+    embedder: BuiltBackend  # the backend itself, under any wrapper, with what /health and the metrics read of it
     startup: StartingBackend  # the background start under the wrappers: the doors open before it ends
 
 
@@ -171,7 +199,7 @@ def build_gateway(
     """Backend (started in the background, optionally wrapped, e.g. by the Redis cache), the tool filter and the
     dispatcher over them."""
     embedder = build_backend(settings, force_local=force_local)
-    startup = StartingBackend(embedder, wait_s=settings.serving.request_timeout_s)
+    startup = StartingBackend(embedder.backend, wait_s=settings.serving.request_timeout_s)
     backend: ClassificationBackend = wrap(startup) if wrap is not None else startup
     tool_filter = build_tool_filter(settings, backend, link)
     return Gateway(build_dispatcher(settings, backend, tool_filter), backend, tool_filter, embedder, startup)
@@ -182,8 +210,8 @@ class EmbedderRoute:
     """/health's ``embedder``: where classification calls go now (the replicas' own servers with direct
     ingress, else the one address), so an operator sees the gateway follow scale-ups and restarts."""
 
-    def __init__(self, backend: ClassificationBackend) -> None:
-        self._backend = backend
+    def __init__(self, built: BuiltBackend) -> None:
+        self._built = built
 
     async def start(self) -> None:
         pass  # nothing to start: the backend is started by the app's lifespan
@@ -192,35 +220,17 @@ class EmbedderRoute:
         pass
 
     def health(self) -> dict[str, Any]:
-        embedded_ray = hasattr(self._backend, "client_if_started")
-        client = self._backend.client_if_started if embedded_ray else self._backend  # type: ignore[attr-defined]
-        if not embedded_ray and not hasattr(client, "addresses"):
+        if self._built.kind == "local":
             return {"embedder": {"backend": "local"}}
-        return {
-            "embedder": {
-                "backend": "ray" if embedded_ray else "grpc",
-                "direct_ingress": bool(getattr(client, "follows_replicas", False)),
-                "addresses": list(getattr(client, "addresses", ())),  # empty while the embedded Ray starts
-                "calls_in_flight": dict(getattr(client, "calls_in_flight", {})),
-            }
-        }
+        client = self._built.grpc_client()
+        # No client yet while the embedded Ray starts: no addresses, nothing in flight.
+        route = client.describe() if client is not None else {"direct_ingress": False, "addresses": [], "calls_in_flight": {}}
+        return {"embedder": {"backend": self._built.kind, **route}}
 
 
-def backend_kind(serving: ServingSettings) -> str:
-    """The ``backend`` label of the batching metrics: local, grpc (an embedder address) or ray (embedded)."""
-    if serving.backend == "local":
-        return "local"
-    return "grpc" if serving.backend.startswith("grpc://") else "ray"
-
-
-def watch_batching(metrics: GatewayMetrics, embedder: ClassificationBackend, kind: str) -> None:
+def watch_batching(metrics: GatewayMetrics, embedder: BuiltBackend) -> None:
     """Queue depth and batch sizes of the batcher in front of the model (local) or of the calls to the replicas."""
-
-    def batcher() -> BatchingSource | None:
-        client = getattr(embedder, "client_if_started", embedder)  # the embedded Ray's client exists once Ray is up
-        return getattr(client, "batching", None)
-
-    metrics.batching.watch(kind, batcher)
+    metrics.batching.watch(embedder.kind, embedder.batcher)
 
 
 class HttpDoors(NamedTuple):
@@ -236,7 +246,7 @@ class HttpDoors(NamedTuple):
 def build_http_doors(
     settings: Settings, redis: RedisRuntime, metrics: GatewayMetrics, *, tracing: bool, extra_services: Sequence[object] = ()
 ) -> HttpDoors:
-    """The edge guard, the gateway (dispatcher, cached backend, tool filter) and the services the app starts.
+    """The edge guard, the gateway (dispatcher, cached backend, tool filter) and the services the lifecycle starts.
     ``extra_services`` start with the app and add to /health (a gateway worker's identity)."""
     from .backend.answer_counts import AnswerCounts
     from .edge import build_edge_guard
@@ -248,12 +258,12 @@ def build_http_doors(
     gateway = build_gateway(settings, wrap=lambda backend: AnswerCounts(redis.wrap_backend(backend), metrics), link=redis.link)
     gateway.dispatcher.method_observer = metrics.observe_method
     services: list[object] = [edge.keys, gateway.tool_filter.embeddings, EmbedderRoute(gateway.embedder), *extra_services]
-    watch_batching(metrics, gateway.embedder, backend_kind(settings.serving))
-    categories_file, serving = settings.categories.categories_file, settings.serving
-    if categories_file is not None:
+    watch_batching(metrics, gateway.embedder)
+    serving, watched = settings.serving, reloadable_sources(settings.categories)
+    if watched:
         from .hot_reload import HotReload
 
-        services.append(HotReload(gateway.backend, categories_file))
+        services.append(HotReload(gateway.backend, watched))
     late_services: list[object] = []
     if serving.grpc_port is not None:
         from .transports.grpc_public import PublicGrpcServer
@@ -286,37 +296,25 @@ def build_handshake_door(settings: Settings, doors: HttpDoors, metrics: GatewayM
 
 
 def build_http_app(
-    settings: Settings,
-    redis: RedisRuntime,
-    metrics: GatewayMetrics,
-    *,
-    tracing: bool,
-    on_ready: Callable[[float | None], None] | None = None,
-    extra_services: Sequence[object] = (),
-    doors: HttpDoors | None = None,
+    settings: Settings, redis: RedisRuntime, metrics: GatewayMetrics, doors: HttpDoors, lifecycle: DoorLifecycle, *, tracing: bool
 ) -> FastAPI:
-    """The whole `serve` app: edge guard, Redis cache, hot reload, tracing, over the configured backend.
-    ``doors``: built already (before the bind); else built here with ``extra_services``."""
-    from .transports.http import create_app
+    """The whole `serve` app over ``doors`` (built before the bind): its routes, the legacy SSE sessions shared
+    through Redis, tracing. ``lifecycle`` (serving.lifecycle) starts and stops what the doors serve."""
+    from .transports.http import HttpDoorParts, create_app
     from .transports.sse import local_sessions
 
-    doors = doors or build_http_doors(settings, redis, metrics, tracing=tracing, extra_services=extra_services)
-    gateway = doors.gateway
-    app = create_app(
-        gateway.dispatcher,
-        gateway.backend,
-        max_body_bytes=settings.serving.max_body_bytes,
+    serving, gateway = settings.serving, doors.gateway
+    parts = HttpDoorParts(
+        dispatcher=gateway.dispatcher,
+        backend=gateway.backend,
+        lifecycle=lifecycle,
         metrics=metrics,
+        sse_sessions=local_sessions(serving, metrics, serving.max_body_bytes, redis.link),
+        max_body_bytes=serving.max_body_bytes,
         edge=doors.edge,
-        services=doors.services,
-        freeze_gc=True,
         tool_filter=gateway.tool_filter,
-        sse_sessions=local_sessions(settings.serving, metrics, settings.serving.max_body_bytes, redis.link),
-        late_services=doors.late_services,
-        background_services=[redis],  # its link loads redis-py and connects while the handshake already answers
-        startup=gateway.startup,
-        on_ready=on_ready,
     )
+    app = create_app(parts)
     if tracing:
         from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 

@@ -1,4 +1,4 @@
-"""The gateway's edge (DESIGN §3.2) on real gateway processes: keys from env and a rotated file, logs that
+"""The gateway's edge (docs/security.md, "The edge") on real gateway processes: keys from env and a rotated file, logs that
 never hold a key, a real MCP client with a bearer key, and one rate limit shared by two gateways through Redis.
 
 The route-level rules of tests/unit/test_edge_rules.py run here again over real HTTP (imported below).

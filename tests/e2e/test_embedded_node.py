@@ -52,7 +52,7 @@ import httpx
 import psutil
 import pytest
 
-from mcp_classifier.cache.embedded import find_redis_server
+from mcp_classifier.redis_io.embedded import find_redis_server
 from tests.support import assert_valid_classification
 from tests.support.categories import FINANCE_QUERY, write_with_finance
 from tests.support.listeners import Listener, exposed_listeners, is_loopback, tcp_listeners_over_time

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from mcp_classifier.cache.embedded import find_redis_server
+from mcp_classifier.redis_io.embedded import find_redis_server
 from tests.support.listeners import exposed_listeners, tcp_listeners_over_time
 from tests.support.processes import ServerProcess
 

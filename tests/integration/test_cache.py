@@ -1,4 +1,5 @@
-"""The Redis cache of identical queries (DESIGN §6), in process: the real LocalBatchingBackend behind it, real redis-servers.
+"""The Redis cache of identical queries (docs/security.md, "The cache"), in process: the real LocalBatchingBackend
+behind it, real redis-servers.
 
 The same cache behind real gateway processes is tested in tests/e2e/test_cache_http.py.
 """
@@ -14,9 +15,10 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from mcp_classifier.cache import CachingBackend, RedisLink
-from mcp_classifier.cache.metrics import RedisMetrics
+from mcp_classifier.cache import CachingBackend
 from mcp_classifier.classify.results import ClassificationResult, ClassifierInfo
+from mcp_classifier.redis_io.metrics import RedisMetrics
+from mcp_classifier.redis_io.redis_link import RedisLink
 from mcp_classifier.settings import Settings
 from mcp_classifier.wiring import build_local_backend
 from tests.support import async_wait_for

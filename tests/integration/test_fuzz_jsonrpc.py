@@ -25,12 +25,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mcp_classifier.settings import Settings
-from mcp_classifier.transports.http import create_app
 from mcp_classifier.wiring import build_dispatcher, build_tool_filter
 from tests.support import DEFAULT_MAX_BODY_BYTES
 from tests.support.asgi_client import asgi_client
 from tests.support.fake_backend import FakeBackend
 from tests.support.fuzz import fuzz_cases
+from tests.support.http_app import gateway_app
 
 HTTP_CASES = fuzz_cases(2000)
 STDIO_CASES = fuzz_cases(800)  # one real process: each case waits for its ping
@@ -98,7 +98,7 @@ def client() -> Iterator[httpx.Client]:
     backend = FakeBackend()
     config = Settings()
     tool_filter = build_tool_filter(config, backend)
-    app = create_app(
+    app = gateway_app(
         build_dispatcher(config, backend, tool_filter), backend, max_body_bytes=DEFAULT_MAX_BODY_BYTES, tool_filter=tool_filter
     )
     with asgi_client(app) as http:
@@ -262,7 +262,7 @@ def websocket() -> Iterator[Any]:
     from fastapi.testclient import TestClient
 
     backend = FakeBackend()
-    app = create_app(build_dispatcher(Settings(), backend), backend, max_body_bytes=DEFAULT_MAX_BODY_BYTES)
+    app = gateway_app(build_dispatcher(Settings(), backend), backend, max_body_bytes=DEFAULT_MAX_BODY_BYTES)
     with TestClient(app) as http, http.websocket_connect("/ws", subprotocols=["mcp"]) as socket:
         socket.probes = 0  # type: ignore[attr-defined]
         yield socket

@@ -16,11 +16,11 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
 from mcp_classifier.settings import Settings
-from mcp_classifier.transports.http import create_app
 from mcp_classifier.wiring import build_dispatcher, build_tool_filter
 from tests.support import DEFAULT_MAX_BODY_BYTES
 from tests.support.fake_backend import FakeBackend
 from tests.support.fuzz import fuzz_cases
+from tests.support.http_app import gateway_app as http_app
 
 CASES_PER_OPERATION = fuzz_cases(150)  # 7 operations fuzzed: about 1,050 generated requests in all
 SSE_STREAM = "/sse"
@@ -30,9 +30,7 @@ def gateway_app() -> Any:
     backend = FakeBackend()
     config = Settings()
     tool_filter = build_tool_filter(config, backend)
-    return create_app(
-        build_dispatcher(config, backend, tool_filter), backend, max_body_bytes=DEFAULT_MAX_BODY_BYTES, tool_filter=tool_filter
-    )
+    return http_app(build_dispatcher(config, backend, tool_filter), backend, max_body_bytes=DEFAULT_MAX_BODY_BYTES, tool_filter=tool_filter)
 
 
 schema = schemathesis.openapi.from_asgi("/openapi.json", gateway_app())

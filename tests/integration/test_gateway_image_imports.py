@@ -19,10 +19,16 @@ class NoModelStack(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, NoModelStack())
 from mcp_classifier.settings import Settings
 from mcp_classifier.wiring import build_gateway
-from mcp_classifier.transports.http import create_app
-gateway = build_gateway(Settings(backend="grpc://127.0.0.1:9"))
-dispatcher, backend = gateway.dispatcher, gateway.backend
-create_app(dispatcher, backend, max_body_bytes=1_048_576)
+from mcp_classifier.serving.lifecycle import Lifecycle
+from mcp_classifier.telemetry import GatewayMetrics
+from mcp_classifier.transports.http import HttpDoorParts, create_app
+from mcp_classifier.transports.sse import local_sessions
+settings = Settings(backend="grpc://127.0.0.1:9")
+gateway = build_gateway(settings)
+metrics = GatewayMetrics()
+sessions = local_sessions(settings.serving, metrics, 1_048_576)
+lifecycle = Lifecycle(gateway.backend, startup=gateway.startup)
+create_app(HttpDoorParts(gateway.dispatcher, gateway.backend, lifecycle, metrics, sessions, max_body_bytes=1_048_576))
 """
 
 

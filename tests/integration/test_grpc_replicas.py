@@ -25,6 +25,7 @@ from ray.serve.schema import Target, TargetGroup
 from mcp_classifier.api.convert import info_to_proto, results_to_proto
 from mcp_classifier.api.v1 import classifier_pb2 as pb
 from mcp_classifier.api.v1 import classifier_pb2_grpc as pb_grpc
+from mcp_classifier.backend.coalescer import BatchingOptions
 from mcp_classifier.backend.grpc_client import GrpcBackend
 from mcp_classifier.classify.results import ClassificationResult
 from mcp_classifier.embedder.replica_targets import grpc_targets, serve_api_target_source
@@ -32,6 +33,7 @@ from tests.support.fake_backend import FakeBackend
 
 APP = "mcp-classifier"
 REFRESH_S = 0.05
+BATCHING = BatchingOptions(batch_size=32, batch_window_ms=0.0, max_queue=100, max_concurrent_batches=2)
 
 
 HELD = "hold:"  # a text starting so is answered only once the replica's `release` is set: a replica busy with a long batch
@@ -76,10 +78,7 @@ def client(
         app_name=APP,
         timeout_s=5.0,
         max_attempts=4,
-        batch_size=32,
-        batch_window_ms=0.0,
-        max_queue=100,
-        max_concurrent_batches=2,
+        batching=BATCHING,
         replicas=listing if callable(listing) else replicas,
         replica_refresh_s=REFRESH_S,
     )
@@ -246,9 +245,8 @@ def test_a_list_that_hangs_is_given_up_on_and_later_changes_are_still_followed()
             return list(listing)
 
         backend = GrpcBackend(
-            a.address, app_name=APP, timeout_s=5.0, max_attempts=4, batch_size=32, batch_window_ms=0.0, max_queue=100,
-            max_concurrent_batches=2, replicas=replicas, replica_refresh_s=REFRESH_S,
-        )  # fmt: skip
+            a.address, app_name=APP, timeout_s=5.0, max_attempts=4, batching=BATCHING, replicas=replicas, replica_refresh_s=REFRESH_S
+        )
         await backend.start()
         try:
             hang.set()

@@ -23,9 +23,9 @@ import jsonschema
 import pytest
 import yaml
 
-from mcp_classifier.cache.metrics import RedisMetrics
 from mcp_classifier.classify.categories import load_categories
 from mcp_classifier.embedder.serve_config import REPLICA_SETTINGS
+from mcp_classifier.redis_io.metrics import RedisMetrics
 from mcp_classifier.settings import ENV_PREFIX, Settings, settings_fields
 from mcp_classifier.telemetry import GatewayMetrics
 from tests.support import REPO_ROOT

@@ -10,9 +10,11 @@ import psutil
 import pytest
 
 from mcp_classifier.backend.base import BackendOverloaded
+from mcp_classifier.backend.coalescer import BatchingOptions
 from mcp_classifier.backend.local import LocalBatchingBackend
 from mcp_classifier.backend.model_worker import ThreadModelWorker
 from mcp_classifier.classify.classifier import Classifier
+from mcp_classifier.classify.registry import DEFAULT, CategorySource, ClassifierRegistry
 from mcp_classifier.settings import Settings
 from mcp_classifier.wiring import build_classifier
 
@@ -33,9 +35,9 @@ def classifier() -> Classifier:
     return build_classifier(Settings(model="builtin:minilm"))
 
 
-def _backend(classifier: Classifier, **overrides: float) -> LocalBatchingBackend:
-    options = {"batch_size": 32, "batch_window_ms": 5.0, "max_queue": 1024, "request_timeout_s": 30.0, **overrides}
-    return LocalBatchingBackend(ThreadModelWorker(lambda: classifier), **options)
+def _backend(classifier: Classifier, **overrides: int) -> LocalBatchingBackend:
+    options = BatchingOptions(**{"batch_size": 32, "batch_window_ms": 5.0, "max_queue": 1024, **overrides})
+    return LocalBatchingBackend(ThreadModelWorker(lambda: ClassifierRegistry.holding(classifier)), batching=options, request_timeout_s=30.0)
 
 
 def test_concurrent_requests_are_batched_and_equal_unbatched_answers(classifier: Classifier) -> None:
@@ -118,12 +120,8 @@ def test_model_processes_answer_like_the_thread_and_all_reload(classifier: Class
     async def run() -> tuple[list, list]:
         backend = LocalBatchingBackend(
             ProcessModelWorker(settings.model_dump_json(), processes=2),
-            batch_size=4,
-            batch_window_ms=5.0,
-            max_queue=1024,
+            batching=BatchingOptions(batch_size=4, batch_window_ms=5.0, max_queue=1024, max_concurrent_batches=2),
             request_timeout_s=60.0,
-            categories_file=categories,
-            max_concurrent_batches=2,
         )
         await backend.start()
         try:
@@ -160,6 +158,7 @@ def test_two_model_threads_run_batches_side_by_side_with_unbatched_answers(class
         """The real classifier, counting how many batches run at the same moment."""
 
         info = classifier.info
+        config = classifier.config
 
         def classify(self, texts: list[str]) -> list:
             nonlocal active, most_active
@@ -174,12 +173,9 @@ def test_two_model_threads_run_batches_side_by_side_with_unbatched_answers(class
 
     async def run() -> list:
         backend = LocalBatchingBackend(
-            ThreadModelWorker(CountingClassifier, threads=2),
-            batch_size=8,
-            batch_window_ms=5.0,
-            max_queue=1024,
+            ThreadModelWorker(lambda: ClassifierRegistry.holding(CountingClassifier()), threads=2),
+            batching=BatchingOptions(batch_size=8, batch_window_ms=5.0, max_queue=1024, max_concurrent_batches=2),
             request_timeout_s=30.0,
-            max_concurrent_batches=2,
         )
         await backend.start()
         try:
@@ -231,15 +227,12 @@ def test_a_refused_categories_file_is_logged_once_as_refused(classifier: Classif
 
     async def run() -> list[bool]:
         backend = LocalBatchingBackend(
-            ThreadModelWorker(lambda: classifier),
-            batch_size=4,
-            batch_window_ms=5.0,
-            max_queue=64,
+            ThreadModelWorker(lambda: ClassifierRegistry.holding(classifier, CategorySource(categories))),
+            batching=BatchingOptions(batch_size=4, batch_window_ms=5.0, max_queue=64),
             request_timeout_s=30.0,
-            categories_file=categories,
         )
         await backend.start()
-        reload = HotReload(backend, categories)
+        reload = HotReload(backend, {DEFAULT: CategorySource(categories)})
         reload._lock = asyncio.Lock()  # what start() makes, without the file watch and the signal handler
         try:
             refused = await reload.reload("file change")

@@ -7,12 +7,12 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from mcp_classifier.cache import RedisLink
-from mcp_classifier.cache.metrics import RedisMetrics
 from mcp_classifier.edge.keys import ApiKeys
 from mcp_classifier.edge.middleware import EdgeGuard
 from mcp_classifier.edge.origins import Allowlist
 from mcp_classifier.edge.ratelimit import RateLimiter
+from mcp_classifier.redis_io.metrics import RedisMetrics
+from mcp_classifier.redis_io.redis_link import RedisLink
 from mcp_classifier.telemetry import GatewayMetrics
 from tests.support.redis_server import RedisServer
 

@@ -14,10 +14,10 @@ import numpy as np
 from prometheus_client import CollectorRegistry
 
 from mcp_classifier.backend.base import EmbeddingKind
-from mcp_classifier.cache.metrics import RedisMetrics
-from mcp_classifier.cache.redis_link import RedisLink
 from mcp_classifier.engine.encoder import TextEncoder
 from mcp_classifier.engine.options import EngineOptions
+from mcp_classifier.redis_io.metrics import RedisMetrics
+from mcp_classifier.redis_io.redis_link import RedisLink
 from mcp_classifier.settings import Settings
 from mcp_classifier.toolfilter.tool_ranking import tool_summary
 from mcp_classifier.wiring import build_dispatcher, build_local_backend, build_tool_filter

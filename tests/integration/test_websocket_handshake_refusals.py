@@ -24,9 +24,9 @@ from mcp_classifier.edge.middleware import EdgeGuard
 from mcp_classifier.edge.origins import Allowlist
 from mcp_classifier.settings import Settings
 from mcp_classifier.telemetry import GatewayMetrics
-from mcp_classifier.transports.http import create_app
 from mcp_classifier.wiring import build_dispatcher
 from tests.support.fake_backend import FakeBackend
+from tests.support.http_app import gateway_app
 
 KEY = "ws-handshake-key"
 START_TIMEOUT_S = 10
@@ -39,7 +39,7 @@ def ws_url() -> Iterator[str]:
     backend = FakeBackend()
     metrics = GatewayMetrics()
     guard = EdgeGuard(keys=ApiKeys(KEY, None), hosts=Allowlist("*"), origins=Allowlist("localhost"), limiter=None, metrics=metrics)
-    app = create_app(build_dispatcher(Settings(), backend), backend, max_body_bytes=4096, metrics=metrics, edge=guard)
+    app = gateway_app(build_dispatcher(Settings(), backend), backend, max_body_bytes=4096, metrics=metrics, edge=guard)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, lifespan="on"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

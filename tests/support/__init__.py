@@ -21,7 +21,7 @@ API_KEY_IN_FILE = "gamma-key-from-file-4d1a"  # the key the `keys_file` fixture 
 
 
 def assert_valid_classification(result: dict[str, Any], n_categories: int) -> None:
-    """The protocol's validation rules (DESIGN §3) that every classify_text answer must meet."""
+    """The protocol's validation rules (docs/protocol.md, "Tools") that every classify_text answer must meet."""
     assert isinstance(result["class"], int) and 0 <= result["class"] < n_categories, result
     assert 0.0 <= result["confidence"] <= 1.0, result
     assert isinstance(result["model"], str) and result["model"], result

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from mcp_classifier.cache.embedded import _die_with_parent, find_redis_server
 from mcp_classifier.embedder.local_cluster import free_port
+from mcp_classifier.redis_io.embedded import _die_with_parent, find_redis_server
 
 
 def redis_binary() -> str:

@@ -17,10 +17,10 @@ from fastapi.testclient import TestClient
 from mcp_classifier.api.convert import results_from_proto, results_to_proto
 from mcp_classifier.classify.results import ClassificationResult, Revision
 from mcp_classifier.settings import Settings
-from mcp_classifier.transports.http import create_app
 from mcp_classifier.wiring import build_dispatcher
 from tests.support import DEFAULT_MAX_BODY_BYTES
 from tests.support.fake_backend import FakeBackend
+from tests.support.http_app import gateway_app
 
 STATELESS = "2026-07-28"
 TEXT = "what is the integral of x squared"
@@ -33,7 +33,7 @@ def backend() -> FakeBackend:
 
 @pytest.fixture(scope="module")
 def client(backend: FakeBackend) -> Iterator[TestClient]:
-    app = create_app(build_dispatcher(Settings(), backend), backend, max_body_bytes=DEFAULT_MAX_BODY_BYTES)
+    app = gateway_app(build_dispatcher(Settings(), backend), backend, max_body_bytes=DEFAULT_MAX_BODY_BYTES)
     with TestClient(app) as http:
         yield http
 

@@ -8,14 +8,15 @@ requests are seen waiting.
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from mcp_classifier.backend.coalescer import RequestCoalescer
+from mcp_classifier.embedder.embedded_backend import EmbeddedRayBackend
+from mcp_classifier.settings import Settings
 from mcp_classifier.telemetry import GatewayMetrics
 from mcp_classifier.util.batch_sizes import BatchSizes
-from mcp_classifier.wiring import watch_batching
+from mcp_classifier.wiring import build_backend, watch_batching
 
 WAITING_REQUESTS = 3
 LONG_WINDOW_MS = 1000.0  # the queued requests wait in the queue, not for a window: the model is busy
@@ -75,8 +76,8 @@ def test_the_coalescers_queue_depth_and_batch_sizes_reach_the_gateways_metrics()
 
 def test_a_backend_without_a_batcher_yet_exports_no_series() -> None:
     metrics = GatewayMetrics()
-    embedded_ray_starting = SimpleNamespace(client_if_started=None)
-    watch_batching(metrics, embedded_ray_starting, "ray")  # type: ignore[arg-type]  # only the attribute is read
+    embedded_ray_starting = build_backend(Settings(backend="ray"))  # not started: no Ray, no client yet
+    watch_batching(metrics, embedded_ray_starting)
     assert samples(metrics, "mcp_classifier_backend_queue_depth") == {}
     exported = metrics.render().decode()
     assert "# TYPE mcp_classifier_backend_batch_size histogram" in exported, "the families are described all the same"
@@ -84,8 +85,10 @@ def test_a_backend_without_a_batcher_yet_exports_no_series() -> None:
 
 def test_the_embedded_rays_client_is_read_once_it_exists() -> None:
     metrics = GatewayMetrics()
-    batcher = SimpleNamespace(queue_depth=2, batch_sizes=BatchSizes())
-    embedded_ray = SimpleNamespace(client_if_started=None)
-    watch_batching(metrics, embedded_ray, "ray")  # type: ignore[arg-type]
-    embedded_ray.client_if_started = SimpleNamespace(batching=batcher)
-    assert samples(metrics, "mcp_classifier_backend_queue_depth") == {(("backend", "ray"),): 2}
+    embedded_ray = build_backend(Settings(backend="ray"))
+    watch_batching(metrics, embedded_ray)
+    assert samples(metrics, "mcp_classifier_backend_queue_depth") == {}
+    assert isinstance(embedded_ray.backend, EmbeddedRayBackend)
+    client = embedded_ray.backend._client_factory("127.0.0.1:9")  # what the start makes once Ray is up
+    assert embedded_ray.grpc_client() is client
+    assert samples(metrics, "mcp_classifier_backend_queue_depth") == {(("backend", "ray"),): 0}

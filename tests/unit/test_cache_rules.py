@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from prometheus_client import CollectorRegistry
 
 from mcp_classifier.cache import CachingBackend, Versions, cache_key, normalise_text
-from mcp_classifier.cache.metrics import RedisMetrics
 from mcp_classifier.classify.results import ClassificationResult, ClassifierInfo
+from mcp_classifier.redis_io.metrics import RedisMetrics
 
 
 def test_normalisation_folds_width_case_and_whitespace() -> None:

@@ -24,12 +24,12 @@ from mcp_classifier.edge.keys import ApiKeys
 from mcp_classifier.settings import Settings
 from mcp_classifier.telemetry import GatewayMetrics
 from mcp_classifier.transports.grpc_public import SERVICE_NAME, PublicGrpcServer
-from mcp_classifier.transports.http import create_app
 from mcp_classifier.transports.sse import SseSessions, local_sessions
 from mcp_classifier.transports.stdio import serve_stdio
 from mcp_classifier.wiring import build_dispatcher, build_tool_filter
 from tests.support import DEFAULT_MAX_BODY_BYTES
 from tests.support.fake_backend import FakeBackend
+from tests.support.http_app import gateway_app
 
 TEXT = "what is the integral of x squared"
 CLASSIFY = {"name": "classify_text", "arguments": {"text": TEXT}}
@@ -72,7 +72,7 @@ def doors() -> Iterator[Doors]:
     metrics = GatewayMetrics()
     sessions = local_sessions(Settings().serving, metrics, DEFAULT_MAX_BODY_BYTES)
     tool_filter = build_tool_filter(Settings(), backend)
-    app = create_app(
+    app = gateway_app(
         build_dispatcher(Settings(), backend, tool_filter),
         backend,
         max_body_bytes=DEFAULT_MAX_BODY_BYTES,

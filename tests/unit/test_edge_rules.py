@@ -1,4 +1,4 @@
-"""The gateway's edge (DESIGN §3.2) in process: allowlists and keys as rules, then the real app behind the
+"""The gateway's edge (docs/security.md, "The edge") in process: allowlists and keys as rules, then the real app behind the
 real edge guard over a fake backend: auth on every route, 403s, body and text limits, bad JSON.
 
 tests/e2e/test_edge.py runs the route-level tests again against real gateway processes.
@@ -19,12 +19,12 @@ from mcp_classifier.edge.keys import ApiKeys, parse_keys_file
 from mcp_classifier.edge.origins import Allowlist, hosts_allowlist
 from mcp_classifier.settings import Settings
 from mcp_classifier.telemetry import GatewayMetrics
-from mcp_classifier.transports.http import create_app
 from mcp_classifier.transports.route_labels import route_label
 from mcp_classifier.wiring import build_dispatcher, build_tool_filter
 from tests.support import API_KEY_IN_FILE, DEFAULT_MAX_BODY_BYTES
 from tests.support.asgi_client import asgi_client
 from tests.support.fake_backend import FakeBackend
+from tests.support.http_app import gateway_app
 
 KEYS_ENV = "alpha-key-7f3e,beta-key-91c2"
 FILE_KEY = API_KEY_IN_FILE
@@ -113,7 +113,7 @@ def auth_client(keys_file: Path) -> Iterator[httpx.Client]:
     guard = build_edge_guard(settings.edge, metrics, host=settings.serving.host, link=None, redis_metrics=None, route_label=route_label)
     backend = FakeBackend()
     tool_filter = build_tool_filter(settings, backend)
-    app = create_app(
+    app = gateway_app(
         build_dispatcher(settings, backend, tool_filter),
         backend,
         max_body_bytes=DEFAULT_MAX_BODY_BYTES,

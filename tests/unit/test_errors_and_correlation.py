@@ -15,11 +15,11 @@ import pytest
 from mcp_classifier.backend.base import BackendTimeout, BackendUnavailable
 from mcp_classifier.protocol.errors import ERROR_TABLE, ErrorKind
 from mcp_classifier.settings import Settings
-from mcp_classifier.transports.http import create_app
 from mcp_classifier.wiring import build_dispatcher
 from tests.support import DEFAULT_MAX_BODY_BYTES
 from tests.support.asgi_client import TRACE_META_KEY, asgi_client
 from tests.support.fake_backend import FakeBackend
+from tests.support.http_app import gateway_app
 
 STATELESS = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": STATELESS, "io.modelcontextprotocol/clientCapabilities": {}}
@@ -31,7 +31,7 @@ CALLER_TRACEPARENT = f"00-{CALLER_TRACE}-00f067aa0ba902b7-01"
 @pytest.fixture
 def failing() -> Iterator[tuple[httpx.Client, FakeBackend]]:
     backend = FakeBackend()
-    app = create_app(build_dispatcher(Settings(), backend), backend, max_body_bytes=DEFAULT_MAX_BODY_BYTES)
+    app = gateway_app(build_dispatcher(Settings(), backend), backend, max_body_bytes=DEFAULT_MAX_BODY_BYTES)
     with asgi_client(app) as http:
         yield http, backend
 

@@ -14,12 +14,13 @@ from typing import Any
 import pytest
 
 from mcp_classifier.backend.starting import StartingBackend
+from mcp_classifier.serving.lifecycle import Lifecycle
 from mcp_classifier.settings import Settings
-from mcp_classifier.transports.http import create_app
 from mcp_classifier.wiring import build_dispatcher
 from tests.support import DEFAULT_MAX_BODY_BYTES, wait_for
 from tests.support.asgi_client import asgi_client
 from tests.support.fake_backend import FakeBackend
+from tests.support.http_app import gateway_app
 
 BASE_URL = "http://127.0.0.1"
 INITIALIZE = {
@@ -50,16 +51,11 @@ class HeldStartBackend(FakeBackend):
 def _client(inner: HeldStartBackend, wait_s: float) -> Any:
     startup = StartingBackend(inner, wait_s=wait_s)
     ready_lines: list[float | None] = []
-    app = create_app(
-        build_dispatcher(Settings(), startup),
-        startup,
-        max_body_bytes=DEFAULT_MAX_BODY_BYTES,
-        startup=startup,
-        on_ready=ready_lines.append,
-    )
+    lifecycle = Lifecycle(startup, startup=startup, on_ready=ready_lines.append)
     stopped = threading.Event()
-    app.state.stop_server = stopped.set
-    return asgi_client(app, BASE_URL), app, ready_lines, stopped
+    lifecycle.stop_server = stopped.set
+    app = gateway_app(build_dispatcher(Settings(), startup), startup, max_body_bytes=DEFAULT_MAX_BODY_BYTES, lifecycle=lifecycle)
+    return asgi_client(app, BASE_URL), lifecycle, ready_lines, stopped
 
 
 @pytest.fixture
@@ -111,11 +107,11 @@ def test_a_call_that_outwaits_the_deadline_says_the_model_is_still_loading(held:
 
 def test_a_failed_start_is_said_by_health_and_calls_and_stops_the_server(held: HeldStartBackend) -> None:
     held.fail_start = RuntimeError("categories file is not valid YAML")
-    context, app, ready_lines, stopped = _client(held, wait_s=30.0)
+    context, lifecycle, ready_lines, stopped = _client(held, wait_s=30.0)
     with context as http:
         held.release.set()
         assert wait_for(stopped.is_set, timeout_s=30)
-        assert "not valid YAML" in str(app.state.start_error)
+        assert "not valid YAML" in str(lifecycle.start_error)
         health = http.get("/health").json()
         assert health["status"] == "failed" and "not valid YAML" in health["error"]
         error = http.post("/mcp", json=CLASSIFY).json()["error"]

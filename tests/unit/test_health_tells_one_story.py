@@ -12,18 +12,19 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from mcp_classifier.cache.metrics import RedisMetrics
-from mcp_classifier.cache.redis_link import RedisLink
 from mcp_classifier.cache.runtime import RedisRuntime
-from mcp_classifier.cache.session_bus import SessionBus
+from mcp_classifier.redis_io.metrics import RedisMetrics
+from mcp_classifier.redis_io.redis_link import RedisLink
+from mcp_classifier.redis_io.session_bus import SessionBus
+from mcp_classifier.serving.lifecycle import Lifecycle
 from mcp_classifier.settings import Settings
 from mcp_classifier.telemetry import GatewayMetrics
-from mcp_classifier.transports.http import create_app
 from mcp_classifier.transports.sse import SseLimits, SseSessions
 from mcp_classifier.wiring import build_dispatcher
 from tests.support import DEFAULT_MAX_BODY_BYTES
 from tests.support.asgi_client import asgi_client
 from tests.support.fake_backend import FakeBackend
+from tests.support.http_app import gateway_app
 
 UNREACHABLE_REDIS = "redis://127.0.0.1:1/0"  # never dialled: the link is not started here
 
@@ -67,12 +68,12 @@ def health(redis: RedisLink | None) -> dict[str, Any]:
         settings.serving.sse_max_streams, settings.serving.sse_keepalive_s, settings.serving.sse_session_idle_s, DEFAULT_MAX_BODY_BYTES
     )
     sessions = SseSessions(SessionBus(redis, ttl_s=settings.serving.sse_session_idle_s), limits, metrics)
-    app = create_app(
+    app = gateway_app(
         build_dispatcher(settings, backend),
         backend,
         max_body_bytes=DEFAULT_MAX_BODY_BYTES,
+        lifecycle=Lifecycle(backend, services=[ReportOnly(redis)]),
         metrics=metrics,
-        services=[ReportOnly(redis)],
         sse_sessions=sessions,
     )
     with asgi_client(app) as client:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from mcp_classifier.classify.registry import DEFAULT, CategorySource
 from mcp_classifier.classify.reload_report import FILE_CHANGE
 from mcp_classifier.classify.results import ClassifierInfo
 from mcp_classifier.hot_reload import HotReload
@@ -41,7 +42,7 @@ class ReloadingBackend(FakeBackend):
 def reload_lines(outcome: str, caplog: pytest.LogCaptureFixture, tmp_path: Path, trigger: str = "SIGHUP") -> list[logging.LogRecord]:
     backend = ReloadingBackend()
     backend.outcome = outcome
-    reload = HotReload(backend, tmp_path / "categories.yaml")
+    reload = HotReload(backend, {DEFAULT: CategorySource(tmp_path / "categories.yaml")})
 
     async def run() -> None:
         reload._lock = asyncio.Lock()  # what start() makes, without the file watch and the signal handler

@@ -1,7 +1,7 @@
 """scripts/house_limits.py: every function in services/ stays within 100 lines and 10 parameters.
 
-The check runs on the engine here; the rest of services/ is being brought within the limits
-module by module, and the assertion widens to the whole tree once it is.
+A function past either limit does several jobs or takes what belongs in an object of its own; CI runs the script
+too, and this test holds the whole package to it.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from types import ModuleType
 
 from tests.support import REPO_ROOT
 
-ENGINE = REPO_ROOT / "services" / "mcp_classifier" / "engine"
+SERVICES = REPO_ROOT / "services"
 
 
 def _house_limits() -> ModuleType:
@@ -28,16 +28,10 @@ def _house_limits() -> ModuleType:
 house_limits = _house_limits()
 
 
-def test_the_engine_has_no_function_over_the_limits() -> None:
-    found = house_limits.offenders([ENGINE])
+def test_no_function_in_services_is_over_the_limits() -> None:
+    found = house_limits.offenders([SERVICES])
     assert not found, "\n".join(o.describe(REPO_ROOT) for o in found)
-
-
-def test_every_function_in_services_is_read_and_those_over_a_limit_are_named() -> None:
-    """The whole tree parses, and the report names each offender it finds with its size (the CI check's output)."""
-    found = house_limits.offenders([REPO_ROOT / "services"])
-    assert house_limits.main([str(REPO_ROOT / "services")]) == (1 if found else 0)
-    assert all(o.lines > house_limits.MAX_LINES or o.parameters > house_limits.MAX_PARAMETERS for o in found)
+    assert house_limits.main([str(SERVICES)]) == 0
 
 
 def test_long_functions_and_long_parameter_lists_are_found_nested_and_in_classes(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""JSON-RPC single endpoint `POST /mcp` (DESIGN §3.1 item 1): every envelope rule, in process.
+"""JSON-RPC single endpoint `POST /mcp` (docs/protocol.md, "JSON-RPC on POST /mcp"): every envelope rule, in process.
 
 The `client` fixture is the real app over a fake backend (tests/unit/conftest.py);
 tests/e2e/test_http_real_model.py runs a chosen set of these same tests over real HTTP against
@@ -95,7 +95,7 @@ def call_tool(client: httpx.Client, name: str, arguments: Any = None, request_id
 
 
 def tool_payload(result: dict[str, Any], *, is_error: bool) -> dict[str, Any]:
-    """Check the call-result shape (DESIGN §3) and return the JSON carried in the text content."""
+    """Check the call-result shape (docs/protocol.md, "Tools") and return the JSON carried in the text content."""
     assert result["isError"] is is_error, result
     content = result["content"]
     assert isinstance(content, list) and len(content) >= 1, result
@@ -232,7 +232,7 @@ def test_tools_list_declares_both_tools_with_schemas(client: httpx.Client) -> No
     out = tools["classify_text"]["outputSchema"]
     assert {"class", "confidence", "model", "use_reasoning"} <= set(out["properties"])
     assert {"categories", "category_system_prompts", "category_descriptions"} <= set(tools["list_categories"]["outputSchema"]["properties"])
-    # The description states the entropy's log base (DESIGN §3).
+    # The description states the entropy's log base (docs/protocol.md, "Tools").
     assert any(word in tools["classify_text"]["description"].lower() for word in ("nats", "natural log", "bits", "log2", "base 2"))
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from mcp_classifier.cache.metrics import RedisMetrics
+from mcp_classifier.redis_io.metrics import RedisMetrics
 from mcp_classifier.telemetry import DOORS, OTHER_DOOR, GatewayMetrics
 from tests.support import REPO_ROOT
 

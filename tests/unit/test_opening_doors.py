@@ -17,17 +17,18 @@ import pytest
 
 from mcp_classifier.backend.starting import StartingBackend
 from mcp_classifier.edge import EdgeMiddleware, build_edge_guard
-from mcp_classifier.edge.handshake import ASGIApp
+from mcp_classifier.serving.lifecycle import Lifecycle
 from mcp_classifier.settings import Settings
 from mcp_classifier.telemetry import GatewayMetrics
 from mcp_classifier.transports.correlated import CorrelationMiddleware
-from mcp_classifier.transports.http import create_app
 from mcp_classifier.transports.mcp_paths import McpPathMiddleware
 from mcp_classifier.transports.opening import FullApp, HandshakeDoor, OpeningApp, handshake_only
 from mcp_classifier.transports.route_labels import route_label
+from mcp_classifier.util.asgi import ASGIApp
 from mcp_classifier.wiring import build_dispatcher
 from tests.support import DEFAULT_MAX_BODY_BYTES
 from tests.support.fake_backend import FakeBackend
+from tests.support.http_app import gateway_app
 
 API_KEY = "opening-key-5b1d"
 AUTHORISED = {"Authorization": f"Bearer {API_KEY}"}
@@ -83,15 +84,16 @@ class Doors:
         await self.release.wait()
         if self.fail_build is not None:
             raise self.fail_build
-        full = create_app(
+        lifecycle = Lifecycle(self.startup, startup=self.startup)
+        full = gateway_app(
             self.dispatcher,
             self.startup,
             max_body_bytes=DEFAULT_MAX_BODY_BYTES,
+            lifecycle=lifecycle,
             metrics=self.metrics,
             edge=self.guard,
-            startup=self.startup,
         )
-        return FullApp(cast(ASGIApp, full), lambda: full.router.lifespan_context(full))
+        return FullApp(cast(ASGIApp, full), lifecycle.running)
 
     def client(self) -> httpx.AsyncClient:
         transport = httpx.ASGITransport(app=self.app, client=("127.0.0.1", 50000))

@@ -19,11 +19,11 @@ from mcp_classifier.edge.middleware import EdgeGuard
 from mcp_classifier.edge.origins import Allowlist
 from mcp_classifier.settings import Settings
 from mcp_classifier.telemetry import GatewayMetrics
-from mcp_classifier.transports.http import create_app
 from mcp_classifier.transports.sse import SseSessions, local_sessions
 from mcp_classifier.wiring import build_dispatcher
 from tests.support.asgi_client import asgi_client
 from tests.support.fake_backend import FakeBackend
+from tests.support.http_app import gateway_app
 
 MAX_BODY = 4096
 KEY = "refusal-key"
@@ -41,7 +41,7 @@ def client(sessions: SseSessions) -> Iterator[httpx.Client]:
     backend = FakeBackend()
     metrics = GatewayMetrics()
     guard = EdgeGuard(keys=ApiKeys(KEY, None), hosts=Allowlist("*"), origins=Allowlist("localhost"), limiter=None, metrics=metrics)
-    app = create_app(
+    app = gateway_app(
         build_dispatcher(Settings(), backend), backend, max_body_bytes=MAX_BODY, metrics=metrics, edge=guard, sse_sessions=sessions
     )
     with asgi_client(app) as http:

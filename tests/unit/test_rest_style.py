@@ -1,4 +1,4 @@
-"""REST style `POST /mcp/<method>` (DESIGN §3.1 item 2): every mapping rule, in process over a fake backend.
+"""REST style `POST /mcp/<method>` (docs/protocol.md, "REST style"): every mapping rule, in process over a fake backend.
 
 tests/e2e/test_http_real_model.py runs the Go client's sequence and a few others of these same
 tests over real HTTP against a real gateway process with the real model.

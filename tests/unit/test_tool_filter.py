@@ -15,11 +15,11 @@ from mcp_classifier.cache.embeddings import ToolEmbeddings
 from mcp_classifier.settings import Settings
 from mcp_classifier.toolfilter.tool_filter import default_threshold_for
 from mcp_classifier.toolfilter.tool_ranking import tool_summary, tool_text
-from mcp_classifier.transports.http import create_app
 from mcp_classifier.wiring import build_dispatcher, build_tool_filter
 from tests.support import DEFAULT_MAX_BODY_BYTES
 from tests.support.asgi_client import asgi_client
 from tests.support.fake_backend import FakeBackend, bag_of_words_vector
+from tests.support.http_app import gateway_app
 
 TOOLS = [
     {"name": "weather__forecast", "description": "Weather forecast for a city: rain, temperature, wind.", "inputSchema": {"type": "object", "properties": {"city": {"type": "string", "description": "city name"}}}},
@@ -38,7 +38,7 @@ def setup(request: pytest.FixtureRequest) -> Any:
     backend = FakeBackend()
     settings = Settings(tool_ranking=request.param)
     tool_filter = build_tool_filter(settings, backend)
-    app = create_app(
+    app = gateway_app(
         build_dispatcher(settings, backend, tool_filter), backend, max_body_bytes=DEFAULT_MAX_BODY_BYTES, tool_filter=tool_filter
     )
     with asgi_client(app) as client:
@@ -244,7 +244,7 @@ def test_concurrent_query_embeddings_share_backend_calls_and_each_gets_its_own_v
 def _gateway(settings: Settings) -> Any:
     backend = FakeBackend()
     tool_filter = build_tool_filter(settings, backend)
-    app = create_app(
+    app = gateway_app(
         build_dispatcher(settings, backend, tool_filter), backend, max_body_bytes=DEFAULT_MAX_BODY_BYTES, tool_filter=tool_filter
     )
     return asgi_client(app)

@@ -16,12 +16,12 @@ from mcp_classifier.protocol.tools import ToolError
 from mcp_classifier.settings import Settings
 from mcp_classifier.toolfilter.filter_models import NOT_A_REQUEST, ToolFilterAnswer, ToolFilterRequest, parse_request
 from mcp_classifier.toolfilter.tool_filter import filter_arguments
-from mcp_classifier.transports.http import create_app
 from mcp_classifier.transports.openapi import REF
 from mcp_classifier.wiring import build_dispatcher, build_tool_filter
 from tests.support import DEFAULT_MAX_BODY_BYTES
 from tests.support.asgi_client import asgi_client
 from tests.support.fake_backend import FakeBackend
+from tests.support.http_app import gateway_app
 
 TOOLS = [{"name": "weather", "description": "Weather forecast for a city."}, {"name": "calendar", "description": "Meetings."}]
 HUGE = "q" * 50_000
@@ -32,7 +32,7 @@ def app_and_backend() -> Any:
     backend = FakeBackend()
     settings = Settings()
     tool_filter = build_tool_filter(settings, backend)
-    app = create_app(
+    app = gateway_app(
         build_dispatcher(settings, backend, tool_filter), backend, max_body_bytes=DEFAULT_MAX_BODY_BYTES, tool_filter=tool_filter
     )
     return app, backend

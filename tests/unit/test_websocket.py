@@ -22,10 +22,10 @@ from mcp_classifier.edge.middleware import EdgeGuard
 from mcp_classifier.edge.origins import Allowlist
 from mcp_classifier.settings import Settings
 from mcp_classifier.telemetry import GatewayMetrics
-from mcp_classifier.transports.http import create_app
 from mcp_classifier.wiring import build_dispatcher
 from tests.support.asgi_client import TRACE_META_KEY
 from tests.support.fake_backend import FakeBackend
+from tests.support.http_app import gateway_app
 
 KEY = {"Authorization": "Bearer ws-key"}  # copied per call: the test client adds its handshake headers to the dict it is given
 MAX_MESSAGE = 4096
@@ -36,7 +36,7 @@ def client() -> Iterator[TestClient]:
     backend = FakeBackend()
     metrics = GatewayMetrics()
     guard = EdgeGuard(keys=ApiKeys("ws-key", None), hosts=Allowlist("*"), origins=Allowlist("localhost"), limiter=None, metrics=metrics)
-    app = create_app(build_dispatcher(Settings(), backend), backend, max_body_bytes=MAX_MESSAGE, metrics=metrics, edge=guard)
+    app = gateway_app(build_dispatcher(Settings(), backend), backend, max_body_bytes=MAX_MESSAGE, metrics=metrics, edge=guard)
     with TestClient(app) as http:
         yield http
 
@@ -102,7 +102,7 @@ def test_a_foreign_subprotocol_is_refused_at_the_handshake(client: TestClient, c
 def test_without_the_denial_extension_a_foreign_subprotocol_is_closed_before_accept() -> None:
     """A server that cannot answer a handshake itself gets a close before accept (it answers 403), code 1002."""
     backend = FakeBackend()
-    app = create_app(build_dispatcher(Settings(), backend), backend, max_body_bytes=MAX_MESSAGE)
+    app = gateway_app(build_dispatcher(Settings(), backend), backend, max_body_bytes=MAX_MESSAGE)
     sent: list[dict[str, Any]] = []
 
     async def receive() -> dict[str, Any]:

@@ -9,17 +9,17 @@ import httpx
 from pydantic import BaseModel
 
 from mcp_classifier.settings import Settings
-from mcp_classifier.transports.http import create_app
 from mcp_classifier.transports.wire_models import ErrorBody, HealthAnswer, JsonRpcAnswer, ReadyAnswer
 from mcp_classifier.wiring import build_dispatcher
 from tests.support import DEFAULT_MAX_BODY_BYTES
 from tests.support.asgi_client import asgi_client
 from tests.support.fake_backend import FakeBackend
+from tests.support.http_app import gateway_app
 
 
 def test_each_door_answers_in_its_documented_model() -> None:
     backend = FakeBackend()
-    app = create_app(build_dispatcher(Settings(), backend), backend, max_body_bytes=DEFAULT_MAX_BODY_BYTES)
+    app = gateway_app(build_dispatcher(Settings(), backend), backend, max_body_bytes=DEFAULT_MAX_BODY_BYTES)
     with asgi_client(app) as client:
         answers: list[tuple[httpx.Response, int, type[BaseModel]]] = [
             (client.get("/health"), 200, HealthAnswer),

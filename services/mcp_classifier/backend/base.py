@@ -33,6 +33,8 @@ class BackendTimeout(BackendError):
 
 @runtime_checkable
 class ClassificationBackend(Protocol):
+    """Lifecycle (start, close), health (ready, info), the work (classify, embed) and a categories reload."""
+
     async def start(self) -> None:
         """Load or connect; returns when the backend can serve."""
 
@@ -54,3 +56,32 @@ class ClassificationBackend(Protocol):
     async def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> np.ndarray:
         """(len(texts), d) unit-length float32 vectors in one model call: queries with the model's
         instruction, documents (tool descriptions) without. For the semantic tool filter."""
+
+
+class BackendWrapper:
+    """Adds one concern around ``inner``: a subclass overrides only the calls that concern touches, and every
+    other call goes straight through, so a wrapper never has to pass the whole interface on by hand."""
+
+    def __init__(self, inner: ClassificationBackend) -> None:
+        self.inner = inner
+
+    async def start(self) -> None:
+        await self.inner.start()
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+    async def ready(self) -> bool:
+        return await self.inner.ready()
+
+    async def info(self) -> ClassifierInfo:
+        return await self.inner.info()
+
+    async def classify(self, texts: Sequence[str]) -> list[ClassificationResult]:
+        return await self.inner.classify(texts)
+
+    async def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> np.ndarray:
+        return await self.inner.embed(texts, kind)
+
+    async def reload_categories(self) -> bool:
+        return await self.inner.reload_categories()

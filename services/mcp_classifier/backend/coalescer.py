@@ -13,18 +13,43 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from opentelemetry import context as otel_context
 
 from ..util.batch_sizes import BatchSizes
 from .base import BackendError, BackendOverloaded, BackendTimeout, BackendUnavailable
 
+if TYPE_CHECKING:
+    from ..settings import BatchingSettings
+
 log = logging.getLogger(__name__)
 
 ResultT = TypeVar("ResultT")
 # (texts, the OTel context of each caller) -> one result per text
 BatchFunction = Callable[[list[str], list[otel_context.Context]], Awaitable[Sequence[ResultT]]]
+
+
+@dataclass(frozen=True)
+class BatchingOptions:
+    """How the gateway gathers requests into model calls: one object for every backend that batches, built once
+    from the settings, so the knobs are named in one place."""
+
+    batch_size: int
+    batch_window_ms: float
+    max_queue: int
+    batch_regroup_wait: float = 0.0
+    max_concurrent_batches: int = 1
+
+    @classmethod
+    def from_settings(cls, batching: BatchingSettings) -> BatchingOptions:
+        return cls(
+            batch_size=batching.batch_size,
+            batch_window_ms=batching.batch_window_ms,
+            max_queue=batching.max_queue,
+            batch_regroup_wait=batching.batch_regroup_wait,
+            max_concurrent_batches=batching.max_concurrent_batches,
+        )
 
 
 @dataclass
@@ -66,6 +91,21 @@ class RequestCoalescer(Generic[ResultT]):
         self._forming: list[_Pending[ResultT]] = []  # taken from the queue, not yet sent: close() fails them too
         self.batches_run = 0
         self.batch_sizes = BatchSizes()  # every batch sent, read by the metrics exporter at scrape time
+
+    @classmethod
+    def from_options(
+        cls, run_batch: BatchFunction[ResultT], options: BatchingOptions, *, request_timeout_s: float
+    ) -> RequestCoalescer[ResultT]:
+        """The coalescer a backend puts in front of its model calls."""
+        return cls(
+            run_batch,
+            batch_size=options.batch_size,
+            batch_window_ms=options.batch_window_ms,
+            max_queue=options.max_queue,
+            request_timeout_s=request_timeout_s,
+            max_concurrent_batches=options.max_concurrent_batches,
+            regroup_wait=options.batch_regroup_wait,
+        )
 
     @property
     def queue_depth(self) -> int:

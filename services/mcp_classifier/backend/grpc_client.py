@@ -25,7 +25,7 @@ from ..api.convert import info_from_proto, results_from_proto, vectors_from_byte
 from ..api.v1 import classifier_pb2 as pb
 from ..classify.results import ClassificationResult, ClassifierInfo
 from .base import BackendError, BackendOverloaded, BackendTimeout, BackendUnavailable, EmbeddingKind
-from .coalescer import RequestCoalescer
+from .coalescer import BatchingOptions, RequestCoalescer
 from .replica_pool import Replica, ReplicaPool
 
 log = logging.getLogger(__name__)
@@ -101,11 +101,7 @@ class GrpcBackend:
         app_name: str,
         timeout_s: float,
         max_attempts: int,
-        batch_size: int,
-        batch_window_ms: float,
-        batch_regroup_wait: float = 0.0,
-        max_queue: int,
-        max_concurrent_batches: int,
+        batching: BatchingOptions,
         replicas: ReplicaSource | None = None,
         replica_refresh_s: float = 2.0,
     ) -> None:
@@ -121,15 +117,7 @@ class GrpcBackend:
         self._pool = ReplicaPool(lambda address: grpc.aio.insecure_channel(address, options=channel_options(channel_attempts)), timeout_s)
         self._info: tuple[float, ClassifierInfo] | None = None
         self._ready: tuple[float, bool] = (0.0, False)
-        self._coalescer = RequestCoalescer(
-            self._classify_batch,
-            batch_size=batch_size,
-            batch_window_ms=batch_window_ms,
-            regroup_wait=batch_regroup_wait,
-            max_queue=max_queue,
-            request_timeout_s=timeout_s,
-            max_concurrent_batches=max_concurrent_batches,
-        )
+        self._coalescer = RequestCoalescer.from_options(self._classify_batch, batching, request_timeout_s=timeout_s)
 
     @property
     def batching(self) -> RequestCoalescer[ClassificationResult]:
@@ -164,6 +152,10 @@ class GrpcBackend:
     @property
     def calls_in_flight(self) -> dict[str, int]:
         return self._pool.calls_in_flight
+
+    def describe(self) -> dict[str, Any]:
+        """/health's view of where calls go: direct ingress or not, the addresses, the calls in flight on each."""
+        return {"direct_ingress": self.follows_replicas, "addresses": list(self.addresses), "calls_in_flight": dict(self.calls_in_flight)}
 
     async def _discover(self) -> list[str]:
         assert self._replicas is not None

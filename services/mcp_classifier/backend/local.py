@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 from opentelemetry import context as otel_context
 
 from ..classify.results import ClassificationResult, ClassifierInfo
 from .base import BackendTimeout, BackendUnavailable, EmbeddingKind
-from .coalescer import RequestCoalescer
+from .coalescer import BatchingOptions, RequestCoalescer
 from .model_worker import ModelWorker
 
 
@@ -22,27 +21,13 @@ class LocalBatchingBackend:
         self,
         worker: ModelWorker,
         *,
-        batch_size: int,
-        batch_window_ms: float,
-        batch_regroup_wait: float = 0.0,
-        max_queue: int,
+        batching: BatchingOptions,
         request_timeout_s: float,
-        categories_file: Path | None = None,
-        max_concurrent_batches: int = 1,
     ) -> None:
         self.worker = worker
         self._timeout_s = request_timeout_s
-        self._categories_file = categories_file
         self._started = False
-        self._coalescer = RequestCoalescer(
-            self._classify_batch,
-            batch_size=batch_size,
-            batch_window_ms=batch_window_ms,
-            regroup_wait=batch_regroup_wait,
-            max_queue=max_queue,
-            request_timeout_s=request_timeout_s,
-            max_concurrent_batches=max_concurrent_batches,
-        )
+        self._coalescer = RequestCoalescer.from_options(self._classify_batch, batching, request_timeout_s=request_timeout_s)
 
     @property
     def batches_run(self) -> int:
@@ -63,10 +48,8 @@ class LocalBatchingBackend:
         self.worker.close()
 
     async def reload_categories(self) -> bool:
-        """Re-read the categories file (file watch, SIGHUP); True when a new version went live."""
-        if self._categories_file is None:
-            return False
-        return await self.worker.reload_categories(self._categories_file)
+        """The worker's registry re-reads the categories file (file watch, SIGHUP); True when a new version went live."""
+        return await self.worker.reload_categories()
 
     async def ready(self) -> bool:
         return self._started and self._coalescer.running

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -15,13 +14,14 @@ from ..classify.results import ClassificationResult, ClassifierInfo
 
 if TYPE_CHECKING:  # torch and transformers load on the model thread, not at import: the doors open first
     from ..classify.classifier import Classifier
+    from ..classify.registry import ClassifierRegistry
 
 
 class ModelWorker(Protocol):
     async def start(self) -> ClassifierInfo: ...
     async def classify(self, texts: list[str]) -> list[ClassificationResult]: ...
     async def info(self) -> ClassifierInfo: ...
-    async def reload_categories(self, path: Path) -> bool: ...
+    async def reload_categories(self) -> bool: ...
     async def embed(self, texts: list[str], kind: str) -> np.ndarray: ...
     def close(self) -> None: ...
 
@@ -34,13 +34,15 @@ class ThreadModelWorker:
     index in one assignment, so a batch never sees half of one.
     """
 
-    def __init__(self, classifier_factory: Callable[[], Classifier], *, threads: int = 1) -> None:
-        self._factory = classifier_factory
+    def __init__(self, registry_factory: Callable[[], ClassifierRegistry], *, threads: int = 1) -> None:
+        self._factory = registry_factory
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="classifier")
-        self.classifier: Classifier | None = None
+        self.registry: ClassifierRegistry | None = None
+        self.classifier: Classifier | None = None  # the registry's default: the same object across reloads
 
     async def start(self) -> ClassifierInfo:
-        self.classifier = await asyncio.get_running_loop().run_in_executor(self._executor, self._factory)
+        self.registry = await asyncio.get_running_loop().run_in_executor(self._executor, self._factory)
+        self.classifier = self.registry.get()
         return self.classifier.info
 
     async def classify(self, texts: list[str]) -> list[ClassificationResult]:
@@ -55,10 +57,11 @@ class ThreadModelWorker:
         assert self.classifier is not None
         return await asyncio.get_running_loop().run_in_executor(self._executor, self.classifier.embed, texts, kind)
 
-    async def reload_categories(self, path: Path) -> bool:
-        """Rebuild the index on a model thread, off the event loop; it goes live in one swap."""
-        assert self.classifier is not None
-        return await asyncio.get_running_loop().run_in_executor(self._executor, self.classifier.reload_from, path)
+    async def reload_categories(self) -> bool:
+        """The registry re-reads the file on a model thread, off the event loop; a new index goes live in one swap."""
+        assert self.registry is not None
+        reloaded = await asyncio.get_running_loop().run_in_executor(self._executor, self.registry.reload)
+        return reloaded.changed
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
@@ -66,15 +69,17 @@ class ThreadModelWorker:
 
 # ---- worker processes --------------------------------------------------------------------------
 # Module-level functions: the process pool pickles references to them.
+_child_registry: ClassifierRegistry | None = None
 _child_classifier: Classifier | None = None
 
 
 def _child_init(settings_json: str) -> None:
-    global _child_classifier
-    from ..classify.build import build_classifier
+    global _child_registry, _child_classifier
+    from ..classify.build import build_registry
     from ..settings import Settings
 
-    _child_classifier = build_classifier(Settings.model_validate_json(settings_json))
+    _child_registry = build_registry(Settings.model_validate_json(settings_json))
+    _child_classifier = _child_registry.get()
 
 
 def _child_classify(texts: list[str]) -> list[ClassificationResult]:
@@ -92,9 +97,9 @@ def _child_info() -> ClassifierInfo:
     return _child_classifier.info
 
 
-def _child_reload(path: str) -> bool:
-    assert _child_classifier is not None
-    return _child_classifier.reload_from(path)
+def _child_reload() -> bool:
+    assert _child_registry is not None
+    return _child_registry.reload().changed
 
 
 class ProcessModelWorker:
@@ -146,10 +151,10 @@ class ProcessModelWorker:
         finally:
             self._idle.put_nowait(executor)
 
-    async def reload_categories(self, path: Path) -> bool:
-        """Every process reloads (each between its own batches); info follows the first."""
+    async def reload_categories(self) -> bool:
+        """Every process's registry reloads (each between its own batches); info follows the first."""
         loop = asyncio.get_running_loop()
-        changed = await asyncio.gather(*(loop.run_in_executor(e, _child_reload, str(path)) for e in self._executors))
+        changed = await asyncio.gather(*(loop.run_in_executor(e, _child_reload) for e in self._executors))
         self._info = await loop.run_in_executor(self._executors[0], _child_info)
         return any(changed)
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..classify.results import ClassificationResult, ClassifierInfo
-from .base import BackendUnavailable, ClassificationBackend, EmbeddingKind
+from .base import BackendUnavailable, BackendWrapper, ClassificationBackend, EmbeddingKind
 
 if TYPE_CHECKING:
     import numpy as np
@@ -24,11 +24,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class StartingBackend:
-    """Wraps any backend: start() returns at once and the inner start runs as a task."""
+class StartingBackend(BackendWrapper):
+    """Wraps any backend: start() returns at once and the inner start runs as a task; calls that need the model
+    wait for it."""
 
     def __init__(self, inner: ClassificationBackend, *, wait_s: float) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self._wait_s = wait_s
         self._task: asyncio.Task[None] | None = None
         self.start_seconds: float | None = None
@@ -88,7 +89,7 @@ class StartingBackend:
         if error is not None:
             raise BackendUnavailable(f"the classification backend failed to start: {error}")
 
-    # ---- ClassificationBackend ---------------------------------------------------------------
+    # ---- the calls that need the started backend -------------------------------------------------
     async def ready(self) -> bool:
         if self._task is None or not self._task.done() or self.start_error is not None:
             return False

@@ -1,7 +1,7 @@
-"""Redis cache of identical queries: CachingBackend wraps any ClassificationBackend (DESIGN §6)."""
+"""The caches of model output in Redis: identical queries' answers (CachingBackend wraps any ClassificationBackend)
+and tool-description vectors, both keyed by the versions that produced them (docs/configuration.md, "Cache (Redis)")."""
 
 from .backend import CachingBackend
 from .keys import Versions, cache_key, normalise_text
-from .redis_link import RedisLink
 
-__all__ = ["CachingBackend", "RedisLink", "Versions", "cache_key", "normalise_text"]
+__all__ = ["CachingBackend", "Versions", "cache_key", "normalise_text"]

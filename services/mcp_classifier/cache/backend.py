@@ -22,18 +22,15 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
-from ..backend.base import ClassificationBackend, EmbeddingKind
+from ..backend.base import BackendWrapper, ClassificationBackend
 from ..classify.results import ClassificationResult, ClassifierInfo
+from ..redis_io.metrics import RedisMetrics
+from ..redis_io.redis_link import RedisLink
 from .keys import KEY_PREFIX, KeyBuilder, Versions
-from .metrics import RedisMetrics
-from .redis_link import RedisLink
-
-if TYPE_CHECKING:
-    import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +53,10 @@ class _Lead:
     positions: list[int] = field(default_factory=list)
 
 
-class CachingBackend:
+class CachingBackend(BackendWrapper):
+    """Answers classify from Redis where it can; start, ready and embed pass straight through (tool embeddings
+    have their own cache, cache/embeddings.py, and queries none)."""
+
     def __init__(
         self,
         inner: ClassificationBackend,
@@ -69,7 +69,7 @@ class CachingBackend:
         info_ttl_s: float = DEFAULT_INFO_TTL_S,
         key_prefix: str = KEY_PREFIX,
     ) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.link = link
         self.metrics = metrics
         self.ttl_s = ttl_s
@@ -88,21 +88,11 @@ class CachingBackend:
         self._lookup_scheduled = False
         self._lookups_in_flight = 0
 
-    # ---- ClassificationBackend ---------------------------------------------------------------
-    async def start(self) -> None:
-        await self.inner.start()
-
+    # ---- the calls the cache changes ------------------------------------------------------------
     async def close(self) -> None:
         if self._writes:
             await asyncio.gather(*self._writes, return_exceptions=True)
         await self.inner.close()
-
-    async def ready(self) -> bool:
-        return await self.inner.ready()
-
-    async def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> np.ndarray:
-        """Straight through: tool embeddings have their own cache (cache/embeddings.py), queries none."""
-        return await self.inner.embed(texts, kind)
 
     async def info(self) -> ClassifierInfo:
         """Always the inner backend's current info; a version change seen here re-keys the cache at once."""

@@ -27,8 +27,8 @@ from opentelemetry import context as otel_context
 
 from ..backend.base import ClassificationBackend
 from ..backend.coalescer import RequestCoalescer
+from ..redis_io.redis_link import RedisLink
 from .keys import KeyBuilder
-from .redis_link import RedisLink
 
 EMBEDDING_KEY_PREFIX = "mcp-classifier:emb:v2:"  # bump when the key or value layout changes (v2: keys.KeyBuilder)
 

@@ -10,11 +10,11 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from ..backend.base import ClassificationBackend
+from ..redis_io.embedded import EmbeddedRedis, EmbeddedRedisError, find_redis_server
+from ..redis_io.metrics import RedisMetrics
+from ..redis_io.redis_link import RedisLink
 from ..settings import CacheSettings
 from .backend import CachingBackend
-from .embedded import EmbeddedRedis, EmbeddedRedisError, find_redis_server
-from .metrics import RedisMetrics
-from .redis_link import RedisLink
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,9 @@
-"""Settings -> a loaded Classifier, and how many torch threads each model call gets.
+"""Settings -> the classifiers of a process, and how many torch threads each model call gets.
+
+Two steps, each in one place: ``load_model`` is the one trip into the engine (threads, the encoder, the start
+cache keyed by its files, the languages it serves), done once per process; ``classifier_on`` fits one
+categories file on that model (categories -> index -> scorer), all in classify. ``build_registry`` joins them
+through the registry, the one road every backend and command takes.
 
 Pure model code (torch, numpy): imported wherever a model lives (the in-process backend, its model
 processes, the Ray replicas, eval), never by the web layers.
@@ -6,31 +11,80 @@ processes, the Ray replicas, eval), never by the web layers.
 
 from __future__ import annotations
 
+import functools
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..settings import CategorySettings, ServingSettings, Settings
+from .registry import DEFAULT, ClassifierRegistry
 
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # torch is imported only when a model is built: the gateway image has none
     from ..engine.encoder import TextEncoder
+    from .categories import CategoryConfig
     from .classifier import Classifier
     from .language import LanguageGate
     from .start_cache import StartCache
 
 
+@dataclass(frozen=True)
+class SharedModel:
+    """What every classifier of a process shares: the encoder, the start cache keyed by its files, the languages served."""
+
+    encoder: TextEncoder
+    start_cache: StartCache | None
+    language_gate: LanguageGate
+
+
+def build_registry(settings: Settings, registry: ClassifierRegistry | None = None) -> ClassifierRegistry:
+    """Every classifier of this process, on one model (slow: seconds). Runs wherever the model lives.
+
+    ``registry``: its sources read already (``doctor`` checks the file before the model loads); else read here.
+    """
+    registry = registry or ClassifierRegistry.read(settings.categories)
+    # The encoder puts the default file's instruction before every query (query-instructed models).
+    model = load_model(settings, instruction=registry.config(DEFAULT).instruction)
+    return registry.build(functools.partial(classifier_on, model, settings.categories))
+
+
 def build_classifier(settings: Settings) -> Classifier:
-    """Load the model and build the category index (slow: seconds). Runs wherever the model lives."""
-    import torch
+    """The default classifier alone (commands, tests, benchmarks), by the registry's road."""
+    return build_registry(settings).get()
+
+
+def classifier_on(model: SharedModel, categories: CategorySettings, config: CategoryConfig) -> Classifier:
+    """One categories file fitted on the shared model: its index (embeddings, scorer, scope) and routing policy."""
     from threadpoolctl import threadpool_limits
+
+    from .classifier import Classifier  # with it scikit-learn, and scipy's BLAS: loaded before the limit below
+
+    # numpy's BLAS (OpenBLAS) keeps a thread per core that busy-waits for ~0.1 s after every
+    # matmul. The scoring matmuls are tiny, and that spinning thread took most of a core from the
+    # model on a 2-core box (32 clients: 236 -> 342 req/s). One BLAS thread, process-wide, for every
+    # BLAS library loaded by now (a limit leaves those loaded later alone).
+    threadpool_limits(limits=1, user_api="blas")
+    return Classifier(
+        model.encoder,
+        config,
+        categories.scoring_method,
+        categories.lexical_scoring,
+        categories.token_matching,
+        model.start_cache,
+        categories.scope_background,
+        language_gate=model.language_gate,
+    )
+
+
+def load_model(settings: Settings, instruction: str) -> SharedModel:
+    """The process's model and what hangs on it alone: the one trip into the engine, made once."""
+    import torch
 
     from ..engine.encoder import TextEncoder, pick_device
     from ..engine.options import EngineOptions
     from ..engine.tokenizer_threads import apply_tokenizer_threads
-    from .categories import load_categories
-    from .classifier import Classifier
 
     model, categories, engine = settings.model, settings.categories, settings.engine
     if engine.torch_threads:
@@ -40,11 +94,6 @@ def build_classifier(settings: Settings) -> Classifier:
         engine.tokenizer_threads, on_gpu=pick_device(model.device).type == "cuda", model_cpus=torch.get_num_threads()
     )
     log.debug("tokenising on %s", f"{tokenizer_threads} thread(s)" if tokenizer_threads else "a pool over every CPU")
-    # numpy's BLAS (OpenBLAS) keeps a thread per core that busy-waits for ~0.1 s after every
-    # matmul. The scoring matmuls are tiny, and that spinning thread took most of a core from the
-    # model on a 2-core box (32 clients: 236 -> 342 req/s). One BLAS thread, process-wide.
-    threadpool_limits(limits=1, user_api="blas")
-    config = load_categories(categories.categories_file)
     cache_dir = start_cache_dir(categories)
     encoder = TextEncoder.load(
         model.name,
@@ -53,21 +102,12 @@ def build_classifier(settings: Settings) -> Classifier:
         dtype=model.dtype,
         pooling=model.pooling,
         query_instruction=model.query_instruction,
-        instruction=config.instruction,
+        instruction=instruction,
         max_seq_length=model.max_seq_length,
         middle_layer=categories.middle_layer_features,
         options=EngineOptions.from_settings(engine, batch_size=settings.batching.batch_size, probe_cache_dir=cache_dir),
     )
-    return Classifier(
-        encoder,
-        config,
-        categories.scoring_method,
-        categories.lexical_scoring,
-        categories.token_matching,
-        start_cache(cache_dir, model.name, encoder),
-        categories.scope_background,
-        language_gate=language_gate(categories, encoder.info.languages),
-    )
+    return SharedModel(encoder, start_cache(cache_dir, model.name, encoder), language_gate(categories, encoder.info.languages))
 
 
 def language_gate(categories: CategorySettings, declared: tuple[str, ...]) -> LanguageGate:

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
 from ..engine.encoder import TextEncoder
-from .categories import CategoryConfig, CategoryFileError, load_categories
+from .categories import CategoryConfig
 from .fusion import LexicalMode, TokenMatching
 from .index import CategoryIndex
 from .language import LanguageGate, LanguageVerdict
@@ -47,7 +46,7 @@ class Classifier:
         self.token_matching: TokenMatching = token_matching
         self.scope_background = scope_background
         self.language_gate = language_gate  # None: languages are neither detected nor checked
-        self.reload_error: str | None = None
+        self.reload_error: str | None = None  # why the last reload was refused (set by the registry); None once one goes live
         self._install(config)
 
     def _install(self, config: CategoryConfig) -> None:
@@ -74,23 +73,21 @@ class Classifier:
             index.calibration.loo_accuracy,
         )
 
-    def reload_from(self, path: Path | str) -> bool:
-        """Hot reload: apply the file if it is valid and differs; a bad file keeps the old one in place.
+    def apply(self, config: CategoryConfig) -> bool:
+        """Put ``config`` live when it differs from the live categories; True when it did.
 
-        Returns True when a new category set or policy went live; a refusal sets ``reload_error``. The caller
-        says how it went (classify.reload_report), once, so a refusal is not followed by a "no change".
+        The registry (classify.registry) reads and validates the file and keeps ``reload_error``; whoever asked
+        for the reload says how it went (classify.reload_report), once.
         """
-        try:
-            config = load_categories(path)
-        except CategoryFileError as exc:
-            self.reload_error = str(exc)
-            return False
         if (config.category_set_version, config.policy_version) == self.versions:
-            self.reload_error = None
             return False
         self._install(config)
-        self.reload_error = None  # cleared only once the new version is live
         return True
+
+    @property
+    def config(self) -> CategoryConfig:
+        """The live categories file."""
+        return self._state[0]
 
     @property
     def versions(self) -> tuple[str, str]:

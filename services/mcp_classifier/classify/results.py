@@ -49,7 +49,7 @@ class ClassificationResult:
         return self.entropy / math.log(2)
 
     def to_public(self, with_probabilities: bool) -> dict[str, Any]:
-        """The classify_text JSON (DESIGN §3)."""
+        """The classify_text JSON (docs/protocol.md, "Tools")."""
         out: dict[str, Any] = {
             "class": self.class_index,
             "category": self.category,

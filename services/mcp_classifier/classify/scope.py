@@ -98,7 +98,7 @@ def fit_scope(
     negative_vectors: np.ndarray,
     overrides: tuple[float | None, ...] = (),
 ) -> ScopeModel:
-    """Fit the in-scope probability from the categories' examples and off-topic texts (DESIGN: out of scope).
+    """Fit the in-scope probability from the categories' examples and off-topic texts (docs/categories.md, in_scope).
 
     overrides: per category, a similarity threshold from the categories file that replaces the fitted one.
     """

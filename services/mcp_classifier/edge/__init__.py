@@ -1,11 +1,11 @@
-"""The gateway's edge (DESIGN §3.2): Host/Origin allowlists, bearer keys, a rate limit shared through Redis."""
+"""The gateway's edge (docs/security.md, "The edge"): Host/Origin allowlists, bearer keys, a rate limit shared through Redis."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..cache.metrics import RedisMetrics
-from ..cache.redis_link import RedisLink
+from ..redis_io.metrics import RedisMetrics
+from ..redis_io.redis_link import RedisLink
 from ..settings import EdgeSettings
 from ..telemetry import GatewayMetrics
 from .keys import ApiKeys

@@ -8,15 +8,11 @@ status, headers and the JSON error body (and uvicorn's spurious error line for i
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
+from ..util.asgi import Send
 from .denial_log import mark_denied
-
-Scope = dict[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 DENIAL_RESPONSE = "websocket.http.response"  # the ASGI extension that answers a handshake with any HTTP response
 MAX_CLOSE_REASON_BYTES = 123  # the most a close frame's reason may hold (RFC 6455 section 5.5: 125 minus the code)

@@ -17,7 +17,8 @@ import orjson
 from ..protocol.excerpts import excerpt
 from ..protocol.refusals import refusal_body
 from ..telemetry import GatewayMetrics
-from .handshake import ASGIApp, Receive, Scope, Send, refuse_handshake
+from ..util.asgi import ASGIApp, Receive, Scope, Send
+from .handshake import refuse_handshake
 from .keys import ApiKeys, bearer_token, key_fingerprint
 from .origins import Allowlist
 from .ratelimit import RateLimiter

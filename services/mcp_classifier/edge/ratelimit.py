@@ -15,8 +15,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..cache.metrics import RedisMetrics
-from ..cache.redis_link import RedisLink
+from ..redis_io.metrics import RedisMetrics
+from ..redis_io.redis_link import RedisLink
 
 KEY_PREFIX = "mcp-classifier:rl:v1:"
 

@@ -8,7 +8,6 @@ import json
 import logging
 import math
 import os
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -23,15 +22,15 @@ from ray.serve.metrics import Gauge, Histogram
 from .. import __version__
 from ..api.convert import info_to_proto, results_to_proto, vectors_to_bytes
 from ..api.v1 import classifier_pb2 as pb
-from ..classify.build import build_classifier
-from ..classify.classifier import ClassificationResult, Classifier
-from ..classify.reload_report import log_reload
+from ..classify.build import build_registry
+from ..classify.classifier import ClassificationResult
+from ..classify.registry import DEFAULT, ClassifierRegistry
+from ..classify.reload_report import FILE_CHANGE, log_reload
 from ..engine.encoder import pick_device
 from ..engine.tokenizer_threads import tokenizer_threads_in_effect
 from ..settings import BatchingSettings, Settings
 from ..telemetry import setup_tracing
 from ..util.batch_sizes import BATCH_SIZE_BOUNDS
-from ..util.file_watch import watch_file_in_thread
 from .cpu_pinning import choose_replica_cores, pin_process
 from .serve_config import DEPLOYMENT_NAME, deployment_options, replica_settings
 
@@ -77,18 +76,17 @@ class Embedder:
         # Built and warmed on the forward thread, the one every batch runs on: OpenMP keeps a thread
         # team per calling thread, and once a second thread has run torch with two or more threads,
         # every forward ran about twice as slow (a lone MiniLM text 10.8 against 5.4 ms).
-        self._classifier = self._executor.submit(self._build_and_warm).result()
+        self._registry = self._executor.submit(self._build_and_warm).result()
+        self._classifier = self._registry.get()  # the same object across reloads: a reload swaps its index in place
         # Read once the model is built (it sized the tokenizer's pool): the forward span reports it, 0 for every CPU.
         self._tokenizer_threads = tokenizer_threads_in_effect() or 0
         self._slot_chars = self._settings.batching.batch_slot_chars
         self._max_batch_size = self._settings.batching.batch_size
         self._stats = pb.BatchStats(batch_size_counts=[0] * BATCH_SIZE_BUCKETS)
         self._reload_generation = 0
-        if self._settings.categories.categories_file is not None:
-            # Each replica watches its own copy (a ConfigMap mount on Kubernetes), so a change
-            # reaches every replica even when no gateway asks for it. The watch lives as long as
-            # the replica's process, so nothing ever stops it.
-            watch_file_in_thread(self._settings.categories.categories_file, self._reload_categories, threading.Event())
+        # Each replica watches its own copy (a ConfigMap mount on Kubernetes), so a change reaches every
+        # replica even when no gateway asks for it. The watch lives as long as the replica's process.
+        self._registry.watch(DEFAULT, self._reload_categories)
         self._batch_sizes = Histogram(
             "mcp_classifier_embedder_batch_size",
             description="Texts per model batch",
@@ -130,10 +128,10 @@ class Embedder:
             log.info("replica pinned to cores %s (%d threads)", cores, pin_process(cores))
         return cores
 
-    def _build_and_warm(self) -> Classifier:
-        classifier = build_classifier(self._settings)
-        classifier.classify(list(WARMUP_TEXTS))
-        return classifier
+    def _build_and_warm(self) -> ClassifierRegistry:
+        registry = build_registry(self._settings)
+        registry.get().classify(list(WARMUP_TEXTS))
+        return registry
 
     def reconfigure(self, user_config: dict[str, Any]) -> None:
         """Hot-updatable knobs from the Serve config's user_config; a new reload_generation re-reads the categories."""
@@ -223,12 +221,12 @@ class Embedder:
             span.set_attribute("mcp_classifier.packed", self._classifier.encoder.last_batch_packed)
             return results
 
-    def _reload_categories(self, trigger: str = "file change") -> None:
-        if self._settings.categories.categories_file is not None:
+    def _reload_categories(self, trigger: str = FILE_CHANGE) -> None:
+        if self._registry.source().reloadable:
             # On the forward thread: the swap happens between batches, never inside one.
             refused_before = self._classifier.info.reload_error is not None
-            changed = self._executor.submit(self._classifier.reload_from, self._settings.categories.categories_file).result()
-            log_reload(log, trigger, changed, self._classifier.info, refused_before=refused_before)
+            reloaded = self._executor.submit(self._registry.reload).result()
+            log_reload(log, trigger, reloaded.changed, self._classifier.info, refused_before=refused_before)
 
     def _record(self, n_texts: int, seconds: float) -> None:
         self._batch_sizes.observe(n_texts)

@@ -44,10 +44,6 @@ class EmbeddedRayBackend:
         self._reload_generation = 0
 
     @property
-    def client_if_started(self) -> EmbedderClient | None:
-        return self._client
-
-    @property
     def client(self) -> EmbedderClient:
         if self._client is None:
             raise RuntimeError("embedded Ray backend not started")

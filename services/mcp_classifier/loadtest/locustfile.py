@@ -145,7 +145,7 @@ def unique_text() -> str:
     return f"{_pick_text(_live)} [q{next(_unique_counter)}-{_live.getrandbits(32):08x}]"
 
 
-# ---- validation: the protocol's rules (DESIGN §3); a wrong answer is a failure, not a success ------------
+# ---- validation: the protocol's rules (docs/protocol.md); a wrong answer is a failure, not a success ------------
 class InvalidAnswer(Exception):
     pass
 

@@ -1,4 +1,4 @@
-"""JSON-RPC 2.0 envelope: parsing, validation and response shapes (DESIGN §3.1 item 1)."""
+"""JSON-RPC 2.0 envelope: parsing, validation and response shapes (docs/protocol.md, "JSON-RPC on POST /mcp")."""
 
 from __future__ import annotations
 

@@ -16,14 +16,13 @@ from typing import TYPE_CHECKING, cast
 
 from .. import __version__
 from ..settings import ModelSettings, ServingSettings, Settings
+from .lifecycle import Lifecycle
 
 if TYPE_CHECKING:
-    from fastapi import FastAPI
-
     from ..cache.runtime import RedisRuntime
-    from ..edge.handshake import ASGIApp
     from ..telemetry import GatewayMetrics
     from ..transports.opening import FullApp
+    from ..util.asgi import ASGIApp
 
 
 def bind(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
@@ -67,7 +66,8 @@ def say_ready(serving: ServingSettings, model: ModelSettings, url: str, start_se
 class HttpGatewayApp:
     """The app uvicorn serves: the handshake door from the bind, the full FastAPI app once built after it.
 
-    It stands in for the full app towards the server: draining, the stop on a failed start, the start's error.
+    The process's start, readiness and drain are ``lifecycle``'s, made before the bind: a signal or a failure
+    that comes before the full app is built lands there, and the full app reads it once built.
     """
 
     def __init__(
@@ -83,17 +83,24 @@ class HttpGatewayApp:
         from ..transports.opening import OpeningApp
         from ..wiring import build_handshake_door, build_http_doors
 
-        self._settings, self._metrics, self._redis, self._tracing, self._on_ready = settings, metrics, redis, tracing, on_ready
+        self._settings, self._metrics, self._redis, self._tracing = settings, metrics, redis, tracing
         self._doors = build_http_doors(settings, redis, metrics, tracing=tracing, extra_services=services)
-        self._full: FastAPI | None = None
-        self._draining = False
-        self.stop_server: Callable[[], None] = lambda: None  # set by the server: a failed start stops it
+        gateway = self._doors.gateway
+        self.lifecycle = Lifecycle(
+            gateway.backend,
+            services=self._doors.services,
+            late_services=self._doors.late_services,
+            background_services=[redis],  # its link loads redis-py and connects while the handshake already answers
+            startup=gateway.startup,
+            on_ready=on_ready,
+            freeze_gc=True,
+        )
         self.asgi = OpeningApp(
             build_handshake_door(settings, self._doors, metrics),
             self._build,
             max_body_bytes=settings.serving.max_body_bytes,
             wait_s=settings.serving.request_timeout_s,
-            on_failure=lambda _exc: self.stop_server(),
+            on_failure=self.lifecycle.fail,  # the full app could not be built or started: the server stops
         )
 
     async def _build(self) -> FullApp:
@@ -102,23 +109,8 @@ class HttpGatewayApp:
 
         # FastAPI's import is most of the app's cost: on a worker thread, the event loop answers the handshake meanwhile.
         await asyncio.to_thread(importlib.import_module, "..transports.http", __package__)
-        app = build_http_app(self._settings, self._redis, self._metrics, tracing=self._tracing, on_ready=self._on_ready, doors=self._doors)
-        app.state.stop_server = lambda: self.stop_server()
-        if self._draining:
-            app.state.start_draining()
-        self._full = app
-        return FullApp(cast("ASGIApp", app), lambda: app.router.lifespan_context(app))
-
-    def start_draining(self) -> None:
-        self._draining = True
-        if self._full is not None:
-            self._full.state.start_draining()
-
-    @property
-    def start_error(self) -> BaseException | None:
-        if self.asgi.failure is not None:
-            return self.asgi.failure
-        return self._full.state.start_error if self._full is not None else None
+        app = build_http_app(self._settings, self._redis, self._metrics, self._doors, self.lifecycle, tracing=self._tracing)
+        return FullApp(cast("ASGIApp", app), self.lifecycle.running)
 
 
 def run_gateway(
@@ -151,8 +143,8 @@ def run_gateway(
         lifespan="on",
         timeout_graceful_shutdown=math.ceil(settings.serving.shutdown_timeout_s),
     )
-    server = DrainingServer(config, drain_delay_s=settings.serving.drain_delay_s, on_drain=app.start_draining)
-    app.stop_server = lambda: setattr(server, "should_exit", True)
+    server = DrainingServer(config, drain_delay_s=settings.serving.drain_delay_s, on_drain=app.lifecycle.start_draining)
+    app.lifecycle.stop_server = lambda: setattr(server, "should_exit", True)
     try:
         server.run(sockets=[sock])
     finally:
@@ -160,7 +152,7 @@ def run_gateway(
             from ..telemetry import shutdown_tracing
 
             shutdown_tracing()
-    if app.start_error is not None:
-        print(f"mcp-classifier: the backend failed to start: {app.start_error}", file=sys.stderr)
+    if app.lifecycle.start_error is not None:
+        print(f"mcp-classifier: the backend failed to start: {app.lifecycle.start_error}", file=sys.stderr)
         return 1
     return 0

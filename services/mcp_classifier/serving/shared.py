@@ -39,7 +39,7 @@ class SharedParts:
         self.workers = workers
         self.worker_settings = settings
         self.metrics_dir = ""
-        self._redis: Any = None  # cache.embedded.EmbeddedRedis once started
+        self._redis: Any = None  # redis_io.embedded.EmbeddedRedis once started
         self._ray_started = False
         self._grpc_reservation: socket.socket | None = None
 
@@ -89,7 +89,7 @@ class SharedParts:
                 "no Redis (--no-cache, no rate limit): a legacy SSE session works only while its POSTs reach the worker holding its stream"
             )
             return {}
-        from ..cache.embedded import EmbeddedRedis, EmbeddedRedisError, find_redis_server
+        from ..redis_io.embedded import EmbeddedRedis, EmbeddedRedisError, find_redis_server
 
         binary = find_redis_server()
         if binary is None:

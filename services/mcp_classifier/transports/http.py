@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-import gc
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any
+from typing import Any, Protocol
 
 from fastapi import FastAPI, Request
 from fastapi.openapi.utils import get_openapi
@@ -18,7 +17,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
 from ..backend.base import ClassificationBackend
-from ..backend.starting import StartingBackend
 from ..classify.scope_stats import public_scope
 from ..edge import EdgeGuard, EdgeMiddleware
 from ..protocol import correlation
@@ -27,7 +25,6 @@ from ..protocol.errors import ErrorKind, rule_of, settle
 from ..protocol.excerpts import clip, excerpt
 from ..protocol.jsonrpc import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, JsonRpcError
 from ..protocol.tools import ToolError
-from ..settings import Settings
 from ..telemetry import GatewayMetrics
 from ..toolfilter.tool_filter import ToolFilter, filter_arguments
 from . import openapi
@@ -36,7 +33,7 @@ from .correlated import TOOL_FILTER_PATH, CorrelationMiddleware
 from .jsonrpc_post import answer_post
 from .mcp_paths import McpPathMiddleware
 from .route_labels import OPENAPI_PATH, REST_METHODS, route_label
-from .sse import SseSessions, add_sse_routes, local_sessions
+from .sse import SseSessions, add_sse_routes
 from .websocket import add_websocket_route
 
 log = logging.getLogger(__name__)
@@ -84,115 +81,87 @@ def routing_refusal(http_method: str, status: int, allow: str | None) -> tuple[s
     return f"http_{status}", f"HTTP {status}"
 
 
-def create_app(
-    dispatcher: McpDispatcher,
-    backend: ClassificationBackend,
-    *,
-    max_body_bytes: int,
-    metrics: GatewayMetrics | None = None,
-    edge: EdgeGuard | None = None,
-    services: Sequence[Any] = (),
-    freeze_gc: bool = False,
-    tool_filter: ToolFilter | None = None,
-    sse_sessions: SseSessions | None = None,
-    late_services: Sequence[Any] = (),
-    background_services: Sequence[Any] = (),
-    startup: StartingBackend | None = None,
-    on_ready: Callable[[float | None], None] | None = None,
-) -> FastAPI:
-    """The gateway app. The lifespan starts and closes the backend, so uvicorn owns the whole lifetime.
+class DoorLifecycle(Protocol):
+    """What the HTTP door reads of the process's life, and hands its server as the ASGI lifespan.
 
-    ``edge`` puts auth, Host/Origin allowlists and the rate limit in front of every route but
-    /health, /ready and /metrics. ``services`` are objects with async ``start()``/``close()``
-    (e.g. the Redis link) started before the backend and closed after it; an optional
-    ``health()`` dict of theirs is merged into /health. ``late_services`` start after the backend
-    and close before it. ``background_services`` start as tasks while the doors open (the Redis link: loading
-    redis-py and connecting must not hold the handshake); ``on_ready`` waits for them. With ``startup`` (the backend's background start, under any wrapper) every door
-    answers at once and the late services, ``on_ready`` and the GC freeze follow the start. ``freeze_gc`` (for a process that serves
-    only this app) moves everything alive after start-up out of the cyclic GC's reach.
+    The serving side owns it (serving.lifecycle): the door starts nothing and keeps no state of its own.
     """
-    metrics = metrics or GatewayMetrics()
-    dispatcher.method_observer = metrics.observe_method
-    sse = sse_sessions or local_sessions(Settings().serving, metrics, max_body_bytes)
 
-    async def open_late_doors(late_started: list[Any]) -> None:
-        # What start-up loaded (torch, the model, Ray's client) lives as long as the process:
-        # freeze it out of the cyclic GC, whose full collections otherwise scan it all and
-        # stalled the event loop ~190 ms at a time, about once a second under load.
-        if freeze_gc:
-            gc.collect()
-            gc.freeze()
-        for service in late_services:  # doors that should open only once the backend can answer (gRPC)
-            await service.start()
-            late_started.append(service)
+    @property
+    def draining(self) -> bool:
+        """SIGTERM came: /ready answers 503 while requests are still answered."""
 
-    async def when_started(late_started: list[Any], background: list[asyncio.Task[None]]) -> None:
-        """The backend's background start: then the late doors, the ready line; a failed start stops the server."""
-        assert startup is not None
-        try:
-            await startup.wait_started()
-            await asyncio.gather(*background)
-            await open_late_doors(late_started)
-        except Exception as exc:  # noqa: BLE001 - the process cannot classify: say why and stop
-            app.state.start_error = exc
-            app.state.stop_server()
-            return
-        if on_ready is not None:
-            on_ready(startup.start_seconds)
+    @property
+    def loading(self) -> bool:
+        """The backend's background start has not ended."""
 
-    @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        # Background services close last, whether or not their start finished (the Redis link outlives its users).
-        started: list[Any] = list(background_services)
-        background = [asyncio.create_task(service.start(), name=f"start-{type(service).__name__}") for service in background_services]
-        try:
-            for service in services:
-                await service.start()
-                started.append(service)
-            await backend.start()  # with a StartingBackend (startup) this returns at once: the doors open now
-            late_started: list[Any] = []
-            bring_up = asyncio.create_task(when_started(late_started, background)) if startup is not None else None
-            try:
-                if bring_up is None:
-                    await asyncio.gather(*background)
-                    await open_late_doors(late_started)
-                yield
-            finally:
-                if bring_up is not None:
-                    bring_up.cancel()
-                    await asyncio.gather(bring_up, return_exceptions=True)
-                for service in reversed(late_started):
-                    await service.close()
-                await backend.close()
-        finally:
-            for task in background:
-                task.cancel()
-            await asyncio.gather(*background, return_exceptions=True)
-            for service in reversed(started):
-                await service.close()
+    @property
+    def start_failure(self) -> BaseException | None:
+        """Why the backend's start failed, once it has."""
 
-    app = FastAPI(title="mcp-classifier", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=OPENAPI_PATH)
-    app.state.draining = False
-    app.state.start_error = None
-    app.state.stop_server = lambda: None  # the CLI's server sets this: a failed background start stops it
+    async def ready(self) -> bool:
+        """Whether the backend can classify now."""
 
-    def start_draining() -> None:
-        """SIGTERM (transports.server): /ready answers 503 and open SSE streams end, so clients move to a ready replica."""
-        app.state.draining = True
-        sse.drain()
+    def health(self) -> dict[str, Any]:
+        """What the services add to /health (the Redis link, the embedder route, a worker's identity)."""
 
-    app.state.start_draining = start_draining
+    def on_drain(self, hook: Callable[[], None]) -> None:
+        """Call ``hook`` when draining starts (at once if it has)."""
+
+    def running(self) -> AbstractAsyncContextManager[None]:
+        """Start on entry, stop on exit: the app's lifespan."""
+
+
+@dataclass(frozen=True)
+class HttpDoorParts:
+    """What the HTTP door is given: it builds routes over these, and starts or closes none of them."""
+
+    dispatcher: McpDispatcher
+    backend: ClassificationBackend  # /health reads its info
+    lifecycle: DoorLifecycle
+    metrics: GatewayMetrics
+    sse_sessions: SseSessions
+    max_body_bytes: int
+    edge: EdgeGuard | None = None  # auth, Host/Origin allowlists and the rate limit, before every route but /health, /ready, /metrics
+    tool_filter: ToolFilter | None = None  # POST /v1/tools/filter, when given
+
+
+def create_app(parts: HttpDoorParts) -> FastAPI:
+    """The gateway app: the routes over ``parts``. Its lifespan is the lifecycle's, so whoever serves the app
+    (uvicorn, the opening app, a test client) runs the start and shutdown the serving side owns."""
+    app = FastAPI(
+        title="mcp-classifier",
+        lifespan=lambda _app: parts.lifecycle.running(),
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=OPENAPI_PATH,
+    )
     app.openapi = lambda: _openapi_document(app)  # type: ignore[method-assign]  # FastAPI documents this override
-    if edge is not None:
-        app.add_middleware(EdgeMiddleware, guard=edge)
-    app.add_middleware(CorrelationMiddleware, observer=metrics.observe_door)  # outside the edge guard: refusals are logged and counted too
+    if parts.edge is not None:
+        app.add_middleware(EdgeMiddleware, guard=parts.edge)
+    # Outside the edge guard: refusals are logged and counted too.
+    app.add_middleware(CorrelationMiddleware, observer=parts.metrics.observe_door)
     app.add_middleware(McpPathMiddleware)  # outermost: /mcp/ and /mcp//method reach the routes as /mcp and /mcp/method
+    app.exception_handler(StarletteHTTPException)(_routing_error)
+    _add_mcp_routes(app, parts)
+    if parts.tool_filter is not None:
+        _add_tool_filter_route(app, parts.tool_filter, parts.max_body_bytes, parts.metrics)
+    add_websocket_route(app, parts.dispatcher, max_message_bytes=parts.max_body_bytes, metrics=parts.metrics)
+    add_sse_routes(app, parts.dispatcher, parts.sse_sessions)
+    parts.lifecycle.on_drain(parts.sse_sessions.drain)  # SIGTERM ends the open streams: their clients move to a ready replica
+    _add_probe_routes(app, parts)
+    return app
 
-    @app.exception_handler(StarletteHTTPException)
-    async def routing_error(request: Request, exc: StarletteHTTPException) -> Response:
-        """Unknown paths and methods answer in the service's own error shape, with an event id, like every other refusal."""
-        headers = dict(exc.headers or {})
-        return refusal(exc.status_code, *routing_refusal(request.method, exc.status_code, headers.get("Allow")), headers)
+
+async def _routing_error(request: Request, exc: StarletteHTTPException) -> Response:
+    """Unknown paths and methods answer in the service's own error shape, with an event id, like every other refusal."""
+    headers = dict(exc.headers or {})
+    return refusal(exc.status_code, *routing_refusal(request.method, exc.status_code, headers.get("Allow")), headers)
+
+
+def _add_mcp_routes(app: FastAPI, parts: HttpDoorParts) -> None:
+    """POST /mcp (JSON-RPC, one message or a batch), its 405s, and POST /mcp/<method> (REST style)."""
+    dispatcher, metrics, max_body_bytes = parts.dispatcher, parts.metrics, parts.max_body_bytes
 
     @app.post("/mcp", openapi_extra=openapi.MCP_JSONRPC)
     async def mcp_jsonrpc(request: Request) -> Response:
@@ -238,64 +207,57 @@ def create_app(
             return rest_error(exc, method, metrics)
         return json_response(result)
 
-    if tool_filter is not None:
-        _add_tool_filter_route(app, tool_filter, max_body_bytes, metrics)
-    add_websocket_route(app, dispatcher, max_message_bytes=max_body_bytes, metrics=metrics)
-    add_sse_routes(app, dispatcher, sse)
+
+def _add_probe_routes(app: FastAPI, parts: HttpDoorParts) -> None:
+    """/health, /ready and /metrics: what probes, operators and scrapers read."""
+    lifecycle, metrics = parts.lifecycle, parts.metrics
 
     @app.get("/health", openapi_extra=openapi.HEALTH)
     async def health() -> Response:
-        if startup is not None and (startup.loading or startup.start_error is not None):
-            error = startup.start_error
-            return json_response(
-                {"status": "starting" if error is None else "failed", **({"error": str(error)} if error else {}), **extra_health()}
-            )
-        try:
-            info = await backend.info()
-        except Exception as exc:  # noqa: BLE001 - health must answer whatever the backend does
-            return json_response({"status": "degraded", "error": str(exc)})
-        return json_response(
-            {
-                "status": "ok",
-                "categories": info.categories.names,
-                "model": info.model_id,
-                "index_size": info.index_size,
-                "temperature": info.temperature,
-                "leave_one_out_accuracy": info.loo_accuracy,
-                "scoring": info.scoring,
-                "category_set_version": info.category_set_version,
-                "policy_version": info.policy_version,
-                "device": info.device,
-                "dtype": info.dtype,
-                "pooling": info.pooling,
-                "categories_reload_error": info.reload_error,
-                "scope": public_scope(info.scope, info.categories.names, info.categories.detect_out_of_scope),
-                "fallback": info.categories.fallback,
-                "languages": info.languages_public,
-                **sse.health(),
-                **extra_health(),
-            }
-        )
-
-    def extra_health() -> dict[str, Any]:
-        extra: dict[str, Any] = {}
-        for service in (*background_services, *services):
-            if hasattr(service, "health"):
-                extra.update(service.health())
-        return extra
+        return json_response(await _health_answer(parts))
 
     @app.get("/ready", openapi_extra=openapi.READY)
     async def ready() -> Response:
-        if app.state.draining:  # set on SIGTERM (transports.server): stop routing here, requests still answered
+        if lifecycle.draining:  # set on SIGTERM (transports.server): stop routing here, requests still answered
             return json_response({"ready": False, "draining": True}, status=503)
-        ok = await backend.ready()
+        ok = await lifecycle.ready()
         return json_response({"ready": ok}, status=200 if ok else 503)
 
     @app.get("/metrics", openapi_extra=openapi.METRICS)
     async def prometheus_metrics() -> Response:
         return Response(metrics.render(), media_type=metrics.content_type)
 
-    return app
+
+async def _health_answer(parts: HttpDoorParts) -> dict[str, Any]:
+    """/health's body: starting or failed while the backend's start has not succeeded, else the backend's info."""
+    lifecycle = parts.lifecycle
+    if lifecycle.loading or lifecycle.start_failure is not None:
+        error = lifecycle.start_failure
+        return {"status": "starting" if error is None else "failed", **({"error": str(error)} if error else {}), **lifecycle.health()}
+    try:
+        info = await parts.backend.info()
+    except Exception as exc:  # noqa: BLE001 - health must answer whatever the backend does
+        return {"status": "degraded", "error": str(exc)}
+    return {
+        "status": "ok",
+        "categories": info.categories.names,
+        "model": info.model_id,
+        "index_size": info.index_size,
+        "temperature": info.temperature,
+        "leave_one_out_accuracy": info.loo_accuracy,
+        "scoring": info.scoring,
+        "category_set_version": info.category_set_version,
+        "policy_version": info.policy_version,
+        "device": info.device,
+        "dtype": info.dtype,
+        "pooling": info.pooling,
+        "categories_reload_error": info.reload_error,
+        "scope": public_scope(info.scope, info.categories.names, info.categories.detect_out_of_scope),
+        "fallback": info.categories.fallback,
+        "languages": info.languages_public,
+        **parts.sse_sessions.health(),
+        **lifecycle.health(),
+    }
 
 
 def rest_error(exc: JsonRpcError, method: str, metrics: GatewayMetrics) -> Response:

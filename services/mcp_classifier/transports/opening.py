@@ -28,9 +28,9 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from ..edge.handshake import ASGIApp, Receive, Scope, Send
 from ..protocol.dispatcher import McpDispatcher
 from ..protocol.refusals import refusal_body
+from ..util.asgi import ASGIApp, Receive, Scope, Send
 from .jsonrpc_post import answer_post
 from .mcp_paths import canonical_mcp_path
 

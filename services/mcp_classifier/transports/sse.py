@@ -23,12 +23,12 @@ from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse, Response
 from sse_starlette.sse import EventSourceResponse
 
-from ..cache.redis_link import RedisLink
-from ..cache.session_bus import SessionBus
 from ..protocol import correlation
 from ..protocol.dispatcher import McpDispatcher
 from ..protocol.errors import ErrorKind
 from ..protocol.excerpts import excerpt
+from ..redis_io.redis_link import RedisLink
+from ..redis_io.session_bus import SessionBus
 from ..settings import ServingSettings
 from ..telemetry import GatewayMetrics
 from . import openapi

@@ -1,1 +1,0 @@
-../services/mcp_classifier/loadtest/locustfile.py

@@ -1,0 +1,126 @@
+"""The whole run of `mcp-classifier doctor` and `eval-tools`: settings and paths in, the report printed.
+
+The CLI parses flags and calls these; loading data, building the model and scoring belong to the evaluation,
+so a script or a test runs the same check without going through argparse. A problem with the input files is
+a DatasetError, which the CLI turns into its one-line error.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..classify.build import build_classifier, build_registry
+from ..classify.categories import CategoryConfig
+from ..classify.index import category_texts
+from ..classify.registry import ClassifierRegistry
+from ..settings import Settings
+from ..toolfilter.tool_filter import DEFAULT_THRESHOLD, DEFAULT_TOP_K, default_threshold_for
+from . import doctor, tool_retrieval
+from .dataset import OUT_OF_SCOPE, DatasetError, LabelledQuery, load_dataset
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ..classify.classifier import Classifier
+
+
+def run_doctor(settings: Settings, queries_path: Path | None, out: Path | None) -> None:
+    """Diagnose the categories file (and, given labelled queries, how they would be answered); print the report."""
+    registry = ClassifierRegistry.read(settings.categories)  # the file checked before the model loads
+    config = registry.config()
+    queries = _doctor_queries(queries_path, config) if queries_path is not None else None
+    source = registry.source().describe()
+    categories = settings.categories
+    print(
+        f"doctor: {source}: {len(config.categories)} categories, scoring method {categories.scoring_method}, "
+        f"lexical scoring {categories.lexical_scoring}, token matching {categories.token_matching}, "
+        f"middle layer features {categories.middle_layer_features}",
+        file=sys.stderr,
+    )
+    classifier = build_registry(settings, registry).get()
+    diagnosis, example_vectors, description_vectors = _diagnose(settings, classifier, config, queries)
+    print(doctor.render(diagnosis))
+    if out is not None:
+        similarity = doctor.centroid_similarity(config, example_vectors, description_vectors)
+        report = doctor.write_report(diagnosis, out, config, similarity, source)
+        print(f"\nreport: {report}", file=sys.stderr)
+
+
+def _doctor_queries(path: Path, config: CategoryConfig) -> list[LabelledQuery]:
+    """The labelled queries doctor scores: in-scope ones only (doctor scores categories; eval scores scope)."""
+    queries = [q for q in load_dataset(path) if q.category != OUT_OF_SCOPE]
+    unknown = sorted({q.category for q in queries} - set(config.names))
+    if unknown:
+        raise DatasetError(f"{path} has categories the file does not define: {unknown}")
+    return queries
+
+
+def _diagnose(
+    settings: Settings, classifier: Classifier, config: CategoryConfig, queries: Sequence[LabelledQuery] | None
+) -> tuple[doctor.Diagnosis, np.ndarray, np.ndarray]:
+    """Embed the file's examples, descriptions and queries with the served model and diagnose them."""
+    categories = settings.categories
+    encoder = classifier.encoder
+    examples = [e for c in config.categories for e in c.examples]
+    example_vectors = encoder.encode_documents(examples)
+    description_vectors = encoder.encode_documents([c.description or c.name for c in config.categories])
+    query_vectors = encoder.encode_queries([q.text for q in queries]) if queries else None
+    tokens = None
+    if categories.token_matching != "off":
+        tokens = doctor.TokenVectors(
+            encoder.encode_with_tokens(examples, query=False)[1],
+            encoder.encode_with_tokens(category_texts(config), query=False)[1],
+            encoder.encode_with_tokens([q.text for q in queries], query=True)[1] if queries else [],
+        )
+    diagnosis = doctor.diagnose(
+        config,
+        example_vectors,
+        description_vectors,
+        categories.scoring_method,
+        query_vectors,
+        [q.category for q in queries] if queries else None,
+        [q.text for q in queries] if queries else None,
+        categories.lexical_scoring,
+        tokens,
+    )
+    scope = classifier.info.scope
+    diagnosis.scope = scope.to_public(config.names) if scope is not None else None
+    return diagnosis, example_vectors, description_vectors
+
+
+def run_eval_tools(settings: Settings, queries_path: Path, tools_path: Path | None) -> None:
+    """Score the tool filter's rankings (and BM25 beside them) on labelled tool queries; print the tables."""
+    tools_path = tools_path or queries_path.with_name("tools.json")
+    tools, queries = tool_retrieval.load_tool_set(queries_path, tools_path)
+    print(f"eval-tools: {len(queries)} queries over {len(tools)} tools ({tools_path})", file=sys.stderr)
+    classifier = build_classifier(settings)
+    toolfilter = settings.toolfilter
+    model = settings.model.name
+    ranked = tool_retrieval.rank_all(tools, queries, classifier.embed, settings.serving.max_text_length, toolfilter.tool_lexical_weight)
+    rankings = ranked.rankings
+    served = f" (tool_ranking={toolfilter.tool_ranking}: what the service ranks with)"
+    systems = [
+        (
+            f"hybrid: {model} + BM25, weight {toolfilter.tool_lexical_weight:g}" + served * (toolfilter.tool_ranking == "hybrid"),
+            "hybrid",
+        ),
+        ("hybrid without ranking a request's parts (tool_query_clauses)", "hybrid-whole"),
+        ("hybrid without the action words (tool_actions)", "hybrid-plain"),
+        ("hybrid without the identifiers' parameter words (query_identifiers)", "hybrid-unshaped"),
+        (f"embeddings {model} alone" + served * (toolfilter.tool_ranking == "embedding"), "embedding"),
+        ("BM25 (rank-bm25), the tools' own words", "bm25"),
+        ("BM25 with the action words", "bm25-actions"),
+    ]
+    scores = [tool_retrieval.score(name, rankings[key], queries) for name, key in systems]
+    print(tool_retrieval.render(scores, len(tools)))
+    print()
+    print(tool_retrieval.render_slices(rankings, queries))
+    tool_threshold = toolfilter.tool_threshold
+    default_threshold = tool_threshold if tool_threshold is not None else default_threshold_for(model)
+    thresholds = sorted({default_threshold, DEFAULT_THRESHOLD, -1.0})
+    outcomes = [tool_retrieval.served_outcome(ranked, queries, DEFAULT_TOP_K, t) for t in thresholds]
+    print()
+    print(tool_retrieval.render_served(outcomes, DEFAULT_TOP_K, default_threshold))

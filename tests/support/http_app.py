@@ -1,0 +1,47 @@
+"""The gateway's HTTP app over a given dispatcher and backend, as `serve` builds it less Redis: the tests' way in.
+
+`serve` builds the door's parts in wiring (build_http_app) and the lifecycle in serving; a test picks the few
+parts its rule is about and takes the defaults for the rest: a lifecycle that starts and stops ``backend``,
+fresh metrics, in-process SSE sessions.
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from mcp_classifier.backend.base import ClassificationBackend
+from mcp_classifier.edge import EdgeGuard
+from mcp_classifier.protocol.dispatcher import McpDispatcher
+from mcp_classifier.serving.lifecycle import Lifecycle
+from mcp_classifier.settings import Settings
+from mcp_classifier.telemetry import GatewayMetrics
+from mcp_classifier.toolfilter.tool_filter import ToolFilter
+from mcp_classifier.transports.http import DoorLifecycle, HttpDoorParts, create_app
+from mcp_classifier.transports.sse import SseSessions, local_sessions
+
+
+def gateway_app(
+    dispatcher: McpDispatcher,
+    backend: ClassificationBackend,
+    *,
+    max_body_bytes: int,
+    lifecycle: DoorLifecycle | None = None,
+    metrics: GatewayMetrics | None = None,
+    edge: EdgeGuard | None = None,
+    tool_filter: ToolFilter | None = None,
+    sse_sessions: SseSessions | None = None,
+) -> FastAPI:
+    """The app over ``dispatcher`` and ``backend``; ``lifecycle`` where the test holds the start or the services."""
+    metrics = metrics or GatewayMetrics()
+    dispatcher.method_observer = metrics.observe_method  # as build_http_doors sets it
+    parts = HttpDoorParts(
+        dispatcher=dispatcher,
+        backend=backend,
+        lifecycle=lifecycle or Lifecycle(backend),
+        metrics=metrics,
+        sse_sessions=sse_sessions or local_sessions(Settings().serving, metrics, max_body_bytes),
+        max_body_bytes=max_body_bytes,
+        edge=edge,
+        tool_filter=tool_filter,
+    )
+    return create_app(parts)
