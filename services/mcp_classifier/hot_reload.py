@@ -1,8 +1,8 @@
 """Categories hot reload in the gateway: a file watch and SIGHUP both ask the backend chain to reload.
 
-The request goes through the outermost backend so every layer hears of it: the cache re-keys,
-the gRPC client drops its cached Info, and whoever holds the model has its registry re-read the file
-(classify.registry). The watch is the registry's own (``CategorySource.watch``), the one a Ray replica uses.
+The request goes through the outermost backend (a ``ReloadableBackend``: each wrapper passes it on) so every
+layer hears of it: the cache re-keys, the gRPC client drops its cached Info, and whoever holds the model has its
+registry re-read the file (classify.registry). The watch is the registry's own (``CategorySource.watch``), the one a Ray replica uses.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import signal
 import threading
 from collections.abc import Mapping
 
-from .backend.base import ClassificationBackend
+from .backend.base import ReloadableBackend
 from .classify.registry import CategorySource
 from .classify.reload_report import FILE_CHANGE, log_reload
 
@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 
 class HotReload:
-    def __init__(self, backend: ClassificationBackend, sources: Mapping[str, CategorySource]) -> None:
+    def __init__(self, backend: ReloadableBackend, sources: Mapping[str, CategorySource]) -> None:
         self._backend = backend
         self._sources = dict(sources)  # the classifiers' files, by name (classify.registry.reloadable_sources)
         self._stop = threading.Event()
@@ -53,7 +53,7 @@ class HotReload:
         async with self._lock:  # one reload at a time: a watch event and SIGHUP may coincide
             try:
                 changed = await self._backend.reload_categories()
-                info = await self._backend.info()
+                info = (await self._backend.health(need_info=True)).require_info()
             except Exception:
                 log.exception("categories reload (%s) failed; the current categories stay live", trigger)
                 return False

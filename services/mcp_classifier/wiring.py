@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-from .backend.base import ClassificationBackend
+from .backend.base import BackendHealth, ClassificationBackend, ReloadableBackend
 from .backend.coalescer import BatchingOptions
 from .backend.starting import StartingBackend
 from .cache.embeddings import ToolEmbeddings
@@ -140,7 +140,8 @@ def build_backend(settings: Settings, *, force_local: bool = False) -> BuiltBack
         started = client_made()
         return started.batching if started is not None else None
 
-    return BuiltBackend(EmbeddedRayBackend(settings, client_for), "ray", batcher, client_made)
+    not_started = BackendHealth(ready=False, detail="the embedded Ray node is not started yet")
+    return BuiltBackend(EmbeddedRayBackend(settings, client_for, not_started=not_started), "ray", batcher, client_made)
 
 
 # ---- protocol ------------------------------------------------------------------------------------
@@ -183,7 +184,7 @@ class Gateway(NamedTuple):
     """What every door serves: the dispatcher, the backend behind it (the caller starts and closes it), the tool filter."""
 
     dispatcher: McpDispatcher
-    backend: ClassificationBackend
+    backend: ReloadableBackend  # the whole chain, reloads passed down it (hot_reload)
     tool_filter: ToolFilter
     embedder: BuiltBackend  # the backend itself, under any wrapper, with what /health and the metrics read of it
     startup: StartingBackend  # the background start under the wrappers: the doors open before it ends
@@ -193,14 +194,14 @@ def build_gateway(
     settings: Settings,
     *,
     force_local: bool = False,
-    wrap: Callable[[ClassificationBackend], ClassificationBackend] | None = None,
+    wrap: Callable[[ReloadableBackend], ReloadableBackend] | None = None,
     link: RedisLink | None = None,
 ) -> Gateway:
     """Backend (started in the background, optionally wrapped, e.g. by the Redis cache), the tool filter and the
     dispatcher over them."""
     embedder = build_backend(settings, force_local=force_local)
     startup = StartingBackend(embedder.backend, wait_s=settings.serving.request_timeout_s)
-    backend: ClassificationBackend = wrap(startup) if wrap is not None else startup
+    backend: ReloadableBackend = wrap(startup) if wrap is not None else startup
     tool_filter = build_tool_filter(settings, backend, link)
     return Gateway(build_dispatcher(settings, backend, tool_filter), backend, tool_filter, embedder, startup)
 

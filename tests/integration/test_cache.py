@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from mcp_classifier.backend.base import BackendHealth
 from mcp_classifier.cache import CachingBackend
-from mcp_classifier.classify.results import ClassificationResult, ClassifierInfo
+from mcp_classifier.classify.results import ClassificationResult
 from mcp_classifier.redis_io.metrics import RedisMetrics
 from mcp_classifier.redis_io.redis_link import RedisLink
 from mcp_classifier.settings import Settings
@@ -30,7 +31,7 @@ pytestmark = pytest.mark.slow
 
 # ---- helpers -----------------------------------------------------------------------------------
 class CountingBackend:
-    """Wraps a real backend and counts the classify calls that reach it; can fake a new category-set version."""
+    """Wraps a real backend and counts the predict calls that reach it; can fake a new category-set version."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
@@ -44,19 +45,17 @@ class CountingBackend:
     async def close(self) -> None:
         await self.inner.close()
 
-    async def ready(self) -> bool:
-        return await self.inner.ready()
+    async def health(self, *, need_info: bool = False) -> BackendHealth:
+        health = await self.inner.health(need_info=need_info)
+        if self.version_suffix and health.info is not None:
+            info = dataclasses.replace(health.info, category_set_version=health.info.category_set_version + self.version_suffix)
+            health = dataclasses.replace(health, info=info)
+        return health
 
-    async def info(self) -> ClassifierInfo:
-        info = await self.inner.info()
-        if self.version_suffix:
-            info = dataclasses.replace(info, category_set_version=info.category_set_version + self.version_suffix)
-        return info
-
-    async def classify(self, texts: Sequence[str]) -> list[ClassificationResult]:
+    async def predict(self, texts: Sequence[str]) -> list[ClassificationResult]:
         self.calls += 1
         self.texts.extend(texts)
-        return await self.inner.classify(texts)
+        return await self.inner.predict(texts)
 
 
 def make_link(url: str, metrics: RedisMetrics, **kw: Any) -> RedisLink:
@@ -87,7 +86,7 @@ async def _single_flight_and_versions(redis_server: RedisServer) -> None:
     text = "How do I reverse a linked list in Python?"
     try:
         # 50 identical concurrent misses: exactly one backend call.
-        answers = await asyncio.gather(*(cache.classify([text]) for _ in range(50)))
+        answers = await asyncio.gather(*(cache.predict([text]) for _ in range(50)))
         assert counting.calls == 1, counting.calls
         assert counting.texts == [text]
         assert all(a == answers[0] for a in answers)
@@ -95,27 +94,27 @@ async def _single_flight_and_versions(redis_server: RedisServer) -> None:
         assert await async_wait_for(lambda: len(redis_server.keys()) == 1 and not cache._inflight)
 
         # A later identical (after normalisation) request is a hit: same answer, no backend call.
-        (again,) = await cache.classify(["  HOW do i reverse a LINKED list in python? "])
+        (again,) = await cache.predict(["  HOW do i reverse a LINKED list in python? "])
         assert again == answers[0][0]
         assert counting.calls == 1 and metrics.hits._value.get() == 1
 
         # A batch mixing a cached and a new text: one backend call, for the new text only.
-        mixed = await cache.classify([text, "Why is the sky blue?", text])
+        mixed = await cache.predict([text, "Why is the sky blue?", text])
         assert counting.calls == 2 and counting.texts[-1:] == ["Why is the sky blue?"]
         assert mixed[0] == mixed[2] == answers[0][0]
         assert await async_wait_for(lambda: len(redis_server.keys()) == 2 and not cache._inflight)
 
         # The backend reports a new category-set version (a hot reload): new keys, the old answer
-        # is never served. info() re-keys at once; otherwise within info_ttl_s.
+        # is never served. Reading the info re-keys at once; otherwise within info_ttl_s.
         counting.version_suffix = "-reloaded"
-        await cache.info()
-        await cache.classify([text])
+        await cache.health(need_info=True)
+        await cache.predict([text])
         assert counting.calls == 3, "an answer cached under the old category-set version was served"
         assert await async_wait_for(lambda: len(redis_server.keys()) == 3)
 
         counting.version_suffix = "-reloaded-again"
         cache.invalidate_versions()
-        await cache.classify([text])
+        await cache.predict([text])
         assert counting.calls == 4
     finally:
         await cache.close()
@@ -214,9 +213,9 @@ async def _classify_batch_behind_the_cache(redis_server: RedisServer) -> None:
 class SlowFakeBackend(FakeBackend):
     """Classifies after a pause, as a busy model does."""
 
-    async def classify(self, texts: Sequence[str]) -> list[ClassificationResult]:
+    async def predict(self, texts: Sequence[str]) -> list[ClassificationResult]:
         await asyncio.sleep(0.3)
-        return await super().classify(texts)
+        return await super().predict(texts)
 
 
 def test_answers_a_caller_gave_up_on_still_reach_the_cache_and_whoever_joined_them(redis_server: RedisServer) -> None:
@@ -232,9 +231,9 @@ async def _abandoned_call(redis_server: RedisServer) -> None:
     await cache.start()
     texts = ["refund my last order", "my parcel never arrived", "change my delivery address"]
     try:
-        leader = asyncio.ensure_future(cache.classify(texts))
+        leader = asyncio.ensure_future(cache.predict(texts))
         await asyncio.sleep(0.05)
-        follower = asyncio.ensure_future(cache.classify(texts[:1]))  # joins the leader's call
+        follower = asyncio.ensure_future(cache.predict(texts[:1]))  # joins the leader's call
         await asyncio.sleep(0.05)
         leader.cancel()  # the caller hung up, or its deadline passed
         with pytest.raises(asyncio.CancelledError):
@@ -242,7 +241,7 @@ async def _abandoned_call(redis_server: RedisServer) -> None:
         (joined,) = await follower
         assert joined == slow.answer(texts[0]) and len(slow.calls) == 1  # the follower got the abandoned call's answer
         assert await async_wait_for(lambda: len(redis_server.keys()) == len(texts) and not cache._inflight)
-        assert await cache.classify(texts) == [slow.answer(t) for t in texts]
+        assert await cache.predict(texts) == [slow.answer(t) for t in texts]
         assert len(slow.calls) == 1  # all three from the cache
     finally:
         await cache.close()

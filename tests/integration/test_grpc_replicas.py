@@ -61,7 +61,7 @@ class NamedReplica(pb_grpc.ClassifierServicer):
         return pb.ClassifyResponse(results=results_to_proto([result] * len(request.texts), True), category_set_version="v1")
 
     async def Info(self, request: pb.InfoRequest, context: Any) -> pb.InfoResponse:
-        return info_to_proto(await FakeBackend().info())
+        return info_to_proto(FakeBackend().classifier_info())
 
 
 def client(
@@ -85,7 +85,7 @@ def client(
 
 
 async def served_by(backend: GrpcBackend, calls: int) -> list[str]:
-    return [(await backend.classify([f"text {i}"]))[0].category for i in range(calls)]
+    return [(await backend.predict([f"text {i}"]))[0].category for i in range(calls)]
 
 
 def test_calls_spread_over_the_listed_replicas_and_follow_the_list_as_it_changes() -> None:
@@ -100,7 +100,7 @@ def test_calls_spread_over_the_listed_replicas_and_follow_the_list_as_it_changes
             assert backend.addresses == tuple(sorted([a.address, b.address]))
             first = await served_by(backend, 20)
             assert len(set(first)) == 1 and first[0] in {"a", "b"}, first  # one call at a time: the warm replica keeps them
-            held = asyncio.create_task(backend.classify([HELD + "a long batch"]))
+            held = asyncio.create_task(backend.predict([HELD + "a long batch"]))
             # Whichever replica took the long batch (the warm one, unless a slow box made a refresh or a
             # failover pick the other): bounded, so a lost call fails here instead of hanging the run.
             async with asyncio.timeout(10):
@@ -134,7 +134,7 @@ def test_calls_go_to_the_idle_replica_while_the_other_is_busy_with_a_long_batch(
         await backend.start()
         try:
             await served_by(backend, 4)
-            long_batch = asyncio.create_task(backend.classify([HELD + "a long batch"]))
+            long_batch = asyncio.create_task(backend.predict([HELD + "a long batch"]))
             async with asyncio.timeout(10):  # a lost call fails here instead of hanging the run
                 while a.holding + b.holding == 0:
                     await asyncio.sleep(0.01)
@@ -351,11 +351,11 @@ def test_light_load_stays_on_one_warm_replica_and_a_call_made_beside_a_busy_one_
             served = await served_by(backend, 3)  # one at a time: the last-picked replica keeps them, its model warm
             assert len(set(served)) == 1
             warm, other = (a, b) if served[0] == "a" else (b, a)
-            held = asyncio.create_task(backend.classify([HELD + "a long batch"]))
+            held = asyncio.create_task(backend.predict([HELD + "a long batch"]))
             async with asyncio.timeout(10):  # a call that went elsewhere fails here instead of hanging the run
                 while warm.holding == 0:
                     await asyncio.sleep(0.01)
-            assert (await backend.classify(["made meanwhile"]))[0].category == other.name  # not queued behind it
+            assert (await backend.predict(["made meanwhile"]))[0].category == other.name  # not queued behind it
             warm.release.set()
             assert (await held)[0].category == warm.name
             assert (warm.calls, other.calls) == (4, 1)

@@ -47,7 +47,7 @@ def test_concurrent_requests_are_batched_and_equal_unbatched_answers(classifier:
         backend = _backend(classifier)
         await backend.start()
         try:
-            results = await asyncio.gather(*(backend.classify([t]) for t in TEXTS))
+            results = await asyncio.gather(*(backend.predict([t]) for t in TEXTS))
             return [r[0] for r in results], backend.batches_run
         finally:
             await backend.close()
@@ -77,7 +77,7 @@ def test_event_loop_keeps_running_while_the_model_works(classifier: Classifier) 
 
             task = asyncio.create_task(ticker())
             started = time.perf_counter()
-            await asyncio.gather(*(backend.classify([t]) for t in texts))
+            await asyncio.gather(*(backend.predict([t]) for t in texts))
             elapsed = time.perf_counter() - started
             task.cancel()
             return ticks, elapsed
@@ -95,7 +95,7 @@ def test_full_queue_refuses_with_overloaded(classifier: Classifier) -> None:
         backend = _backend(classifier, max_queue=2)
         await backend.start()
         try:
-            return await asyncio.gather(*(backend.classify([t]) for t in TEXTS), return_exceptions=True)
+            return await asyncio.gather(*(backend.predict([t]) for t in TEXTS), return_exceptions=True)
         finally:
             await backend.close()
 
@@ -125,11 +125,11 @@ def test_model_processes_answer_like_the_thread_and_all_reload(classifier: Class
         )
         await backend.start()
         try:
-            before = [r[0] for r in await asyncio.gather(*(backend.classify([t]) for t in TEXTS))]
+            before = [r[0] for r in await asyncio.gather(*(backend.predict([t]) for t in TEXTS))]
             write_with_finance(categories)
             assert await backend.reload_categories()
-            after = [r[0] for r in await asyncio.gather(*(backend.classify([FINANCE_QUERY]) for _ in range(16)))]
-            assert (await backend.info()).categories.names[-1] == "finance"
+            after = [r[0] for r in await asyncio.gather(*(backend.predict([FINANCE_QUERY]) for _ in range(16)))]
+            assert (await backend.health(need_info=True)).require_info().categories.names[-1] == "finance"
             return before, after
         finally:
             # the model processes, not multiprocessing's resource tracker (it lives as long as we do)
@@ -179,7 +179,7 @@ def test_two_model_threads_run_batches_side_by_side_with_unbatched_answers(class
         )
         await backend.start()
         try:
-            return [r[0] for r in await asyncio.gather(*(backend.classify([t]) for t in TEXTS * 2))]
+            return [r[0] for r in await asyncio.gather(*(backend.predict([t]) for t in TEXTS * 2))]
         finally:
             await backend.close()
 
@@ -239,7 +239,7 @@ def test_a_refused_categories_file_is_logged_once_as_refused(classifier: Classif
             refused_lines = [r for r in caplog.records if "categories reload" in r.getMessage()]
             shutil.copy(DEFAULT_FILE, categories)
             unchanged = await reload.reload("file change")
-            assert (await backend.info()).reload_error is None
+            assert (await backend.health(need_info=True)).require_info().reload_error is None
             return [refused, unchanged, len(refused_lines) == 1]
         finally:
             await backend.close()

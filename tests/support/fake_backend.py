@@ -1,4 +1,4 @@
-"""An in-process ClassificationBackend with no model: the unit floor's stand-in for the real one.
+"""An in-process ClassificationBackend (and Reloadable) with no model: the unit floor's stand-in for the real one.
 
 It answers from the packaged categories and the real routing policy, so every answer meets the
 protocol's validation rules; the class is a stable hash of the text, because the unit tests check
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mcp_classifier.backend.base import BackendError, EmbeddingKind
+from mcp_classifier.backend.base import BackendError, BackendHealth, EmbeddingKind
 from mcp_classifier.classify.categories import CategoryConfig, load_categories
 from mcp_classifier.classify.results import ClassificationResult, ClassifierInfo, Revision
 from mcp_classifier.classify.routing import RoutingPolicy
@@ -35,7 +35,7 @@ def bag_of_words_vector(text: str) -> np.ndarray:
 
 
 class FakeBackend:
-    """Deterministic answers; counts what reaches it; ``fail_with`` makes every classify raise."""
+    """Deterministic answers; counts what reaches it; ``fail_with`` makes every predict raise."""
 
     def __init__(self, categories_file: Path | None = None) -> None:
         self.config: CategoryConfig = load_categories(categories_file)
@@ -52,13 +52,14 @@ class FakeBackend:
     async def close(self) -> None:
         self.closed = True
 
-    async def ready(self) -> bool:
-        return self.started and not self.closed and self.fail_with is None
+    async def health(self, *, need_info: bool = False) -> BackendHealth:
+        return BackendHealth(ready=self.started and not self.closed and self.fail_with is None, info=self.classifier_info())
 
     async def reload_categories(self) -> bool:
         return False
 
-    async def info(self) -> ClassifierInfo:
+    def classifier_info(self) -> ClassifierInfo:
+        """What health() says is served: the packaged categories on a fake model."""
         return ClassifierInfo(
             model_id="fake-model",
             device="cpu",
@@ -78,14 +79,14 @@ class FakeBackend:
             raise self.fail_with
         return np.vstack([bag_of_words_vector(t) for t in texts]) if texts else np.zeros((0, EMBEDDING_DIMENSIONS), dtype=np.float32)
 
-    async def classify(self, texts: Sequence[str]) -> list[ClassificationResult]:
+    async def predict(self, texts: Sequence[str]) -> list[ClassificationResult]:
         self.calls.append(list(texts))
         if self.fail_with is not None:
             raise self.fail_with
         return [self.answer(text) for text in texts]
 
     def answer(self, text: str) -> ClassificationResult:
-        """What classify returns for ``text``: a stable class, TOP_PROBABILITY on it, the rest shared."""
+        """What predict returns for ``text``: a stable class, TOP_PROBABILITY on it, the rest shared."""
         n = len(self.config.categories)
         cls = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=4).digest(), "big") % n
         rest = (1.0 - TOP_PROBABILITY) / (n - 1)

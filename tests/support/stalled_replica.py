@@ -7,7 +7,6 @@ stands in for a Ray replica in a hung state, which cannot be produced on purpose
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from concurrent import futures
@@ -23,7 +22,7 @@ from tests.support.fake_backend import FakeBackend
 class _Stalled(pb_grpc.ClassifierServicer):
     def __init__(self, release: threading.Event) -> None:
         self.release = release
-        self.info = info_to_proto(asyncio.run(FakeBackend().info()))
+        self.info = info_to_proto(FakeBackend().classifier_info())
         self.stalled_calls = 0
 
     def Info(self, request: Any, context: grpc.ServicerContext) -> Any:

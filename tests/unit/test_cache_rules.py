@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from prometheus_client import CollectorRegistry
 
+from mcp_classifier.backend.base import BackendHealth
 from mcp_classifier.cache import CachingBackend, Versions, cache_key, normalise_text
 from mcp_classifier.classify.results import ClassificationResult, ClassifierInfo
 from mcp_classifier.redis_io.metrics import RedisMetrics
@@ -36,7 +37,7 @@ def test_every_version_is_part_of_the_key() -> None:
 
 
 class _GatedBackend:
-    """A stub inner backend whose classify waits for a gate: lets a test cancel the leader mid-call."""
+    """A stub inner backend whose predict waits for a gate: lets a test cancel the leader mid-call."""
 
     def __init__(self) -> None:
         self.gate = asyncio.Event()
@@ -44,14 +45,11 @@ class _GatedBackend:
 
     async def start(self) -> None: ...
     async def close(self) -> None: ...
-    async def ready(self) -> bool:
-        return True
-
-    async def info(self) -> ClassifierInfo:
+    async def health(self, *, need_info: bool = False) -> BackendHealth:
         from mcp_classifier.classify.categories import load_categories
 
         config = load_categories()
-        return ClassifierInfo(
+        info = ClassifierInfo(
             model_id="stub",
             device="cpu",
             dtype="float32",
@@ -63,8 +61,9 @@ class _GatedBackend:
             temperature=1.0,
             loo_accuracy=1.0,
         )
+        return BackendHealth(ready=True, info=info)
 
-    async def classify(self, texts: Sequence[str]) -> list[ClassificationResult]:
+    async def predict(self, texts: Sequence[str]) -> list[ClassificationResult]:
         self.calls += 1
         await self.gate.wait()
         return [
@@ -79,9 +78,9 @@ def test_followers_survive_a_cancelled_leader() -> None:
     async def run() -> None:
         inner = _GatedBackend()
         cache = CachingBackend(inner, None, metrics=RedisMetrics(CollectorRegistry()), ttl_s=60, max_text_chars=100, max_value_bytes=4096)
-        leader = asyncio.create_task(cache.classify(["same"]))
+        leader = asyncio.create_task(cache.predict(["same"]))
         await asyncio.sleep(0.01)
-        followers = [asyncio.create_task(cache.classify(["same"])) for _ in range(5)]
+        followers = [asyncio.create_task(cache.predict(["same"])) for _ in range(5)]
         await asyncio.sleep(0.01)
         leader.cancel()  # e.g. the leading client disconnected
         await asyncio.sleep(0.01)

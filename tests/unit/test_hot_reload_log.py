@@ -35,8 +35,8 @@ class ReloadingBackend(FakeBackend):
         self.reload_error = REFUSAL if self.outcome == "refused" else None
         return self.outcome == "changed"
 
-    async def info(self) -> ClassifierInfo:
-        return replace(await super().info(), reload_error=self.reload_error)
+    def classifier_info(self) -> ClassifierInfo:
+        return replace(super().classifier_info(), reload_error=self.reload_error)
 
 
 def reload_lines(outcome: str, caplog: pytest.LogCaptureFixture, tmp_path: Path, trigger: str = "SIGHUP") -> list[logging.LogRecord]:

@@ -7,18 +7,22 @@ from collections.abc import Sequence
 
 from ..classify.results import ClassificationResult
 from ..telemetry import GatewayMetrics
-from .base import BackendWrapper, ClassificationBackend
+from .base import BackendWrapper, ClassificationBackend, reload_categories_of
 
 
 class AnswerCounts(BackendWrapper):
-    """Wraps any backend and counts its classify answers; every other call passes straight through."""
+    """Wraps any backend and counts its answers; every other call passes straight through."""
 
     def __init__(self, inner: ClassificationBackend, metrics: GatewayMetrics) -> None:
         super().__init__(inner)
         self._metrics = metrics
 
-    async def classify(self, texts: Sequence[str]) -> list[ClassificationResult]:
-        results = await self.inner.classify(texts)
+    async def predict(self, texts: Sequence[str]) -> list[ClassificationResult]:
+        results = await self.inner.predict(texts)
         for result in results:
             self._metrics.observe_answer(result.in_scope, result.language_served, result.language)
         return results
+
+    async def reload_categories(self) -> bool:
+        """Passed on: the gateway wraps its whole chain in this, and a reload must reach the cache and the model below."""
+        return await reload_categories_of(self.inner)

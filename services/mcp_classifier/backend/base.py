@@ -1,8 +1,14 @@
-"""The async, batch-shaped backend interface every implementation (in-process, gRPC/Ray) provides."""
+"""The async, batch-shaped backend interface every implementation (in-process, gRPC/Ray) provides.
+
+Small on purpose, as TEI's: a lifecycle (start, close), health, and the work (predict, embed). A categories
+reload is a separate, smaller interface (``Reloadable``): only the backends that hold categories implement it,
+and only the wrappers that must hear of one pass it on.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from ..classify.results import ClassificationResult, ClassifierInfo
@@ -11,6 +17,8 @@ if TYPE_CHECKING:
     import numpy as np
 
 EmbeddingKind = Literal["query", "document"]
+
+NO_INFO = "what the classification backend serves is not known yet"
 
 
 class BackendError(RuntimeError):
@@ -31,9 +39,34 @@ class BackendTimeout(BackendError):
     kind = "timeout"
 
 
+@dataclass(frozen=True)
+class BackendHealth:
+    """What a backend says of itself: whether a predict would be attempted now (/ready), what it serves (None
+    while it cannot say), and why not. A value, not an exception, so a probe never has to catch anything; a
+    caller that needs the info calls ``require_info()`` and gets the error the backend met."""
+
+    ready: bool
+    info: ClassifierInfo | None = None
+    detail: str | None = None  # why not ready, or why no info
+    error: BackendError | None = field(default=None, compare=False, repr=False)  # what require_info raises
+
+    @classmethod
+    def failed(cls, error: BackendError, *, ready: bool = False) -> BackendHealth:
+        """No info, because of ``error``: its kind and message reach the caller that needed the info."""
+        return cls(ready=ready, detail=str(error), error=error)
+
+    def require_info(self) -> ClassifierInfo:
+        """The info, or the error that kept it from the caller (BackendUnavailable where none was met)."""
+        if self.info is not None:
+            return self.info
+        if self.error is not None:
+            raise self.error
+        raise BackendUnavailable(self.detail or NO_INFO)
+
+
 @runtime_checkable
 class ClassificationBackend(Protocol):
-    """Lifecycle (start, close), health (ready, info), the work (classify, embed) and a categories reload."""
+    """Lifecycle (start, close), health, and the work (predict, embed)."""
 
     async def start(self) -> None:
         """Load or connect; returns when the backend can serve."""
@@ -41,26 +74,47 @@ class ClassificationBackend(Protocol):
     async def close(self) -> None:
         """Release threads, channels and models."""
 
-    async def classify(self, texts: Sequence[str]) -> list[ClassificationResult]:
+    async def health(self, *, need_info: bool = False) -> BackendHealth:
+        """Whether a predict would be attempted now, and what is served.
+
+        By default a probe (/ready, readiness waits): cheap and bounded, it never waits for a start in progress,
+        and gives the info only where it is at hand. ``need_info`` is for a caller that needs the info (/health,
+        list_categories, the cache's keys): a start in progress is waited for, up to the request deadline, as a
+        predict would, and info gone stale is fetched. A BackendError is kept in the answer, never raised.
+        """
+
+    async def predict(self, texts: Sequence[str]) -> list[ClassificationResult]:
         """One result per text, in order, each with probabilities (callers drop them when not asked for)."""
-
-    async def info(self) -> ClassifierInfo:
-        """Model, categories and versions currently served."""
-
-    async def ready(self) -> bool:
-        """True when a classify call would be attempted now (used by /ready)."""
-
-    async def reload_categories(self) -> bool:
-        """Re-read the categories file wherever the model lives; True when a new version went live."""
 
     async def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> np.ndarray:
         """(len(texts), d) unit-length float32 vectors in one model call: queries with the model's
         instruction, documents (tool descriptions) without. For the semantic tool filter."""
 
 
+@runtime_checkable
+class Reloadable(Protocol):
+    """A backend that holds categories, or a wrapper that must hear of their reload (the cache re-keys)."""
+
+    async def reload_categories(self) -> bool:
+        """Re-read the categories file wherever the model lives; True when a new version went live."""
+
+
+@runtime_checkable
+class ReloadableBackend(ClassificationBackend, Reloadable, Protocol):
+    """What a categories reload is asked of (hot_reload): a backend chain that passes reloads on."""
+
+
+async def reload_categories_of(backend: ClassificationBackend) -> bool:
+    """Pass a reload down to ``backend``; False where it holds no categories of its own (no new version went live)."""
+    if isinstance(backend, Reloadable):
+        return await backend.reload_categories()
+    return False
+
+
 class BackendWrapper:
     """Adds one concern around ``inner``: a subclass overrides only the calls that concern touches, and every
-    other call goes straight through, so a wrapper never has to pass the whole interface on by hand."""
+    other call goes straight through, so a wrapper never has to pass the whole interface on by hand. A reload is
+    not passed on here: a wrapper that must hear of one implements ``Reloadable`` itself."""
 
     def __init__(self, inner: ClassificationBackend) -> None:
         self.inner = inner
@@ -71,17 +125,11 @@ class BackendWrapper:
     async def close(self) -> None:
         await self.inner.close()
 
-    async def ready(self) -> bool:
-        return await self.inner.ready()
+    async def health(self, *, need_info: bool = False) -> BackendHealth:
+        return await self.inner.health(need_info=need_info)
 
-    async def info(self) -> ClassifierInfo:
-        return await self.inner.info()
-
-    async def classify(self, texts: Sequence[str]) -> list[ClassificationResult]:
-        return await self.inner.classify(texts)
+    async def predict(self, texts: Sequence[str]) -> list[ClassificationResult]:
+        return await self.inner.predict(texts)
 
     async def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> np.ndarray:
         return await self.inner.embed(texts, kind)
-
-    async def reload_categories(self) -> bool:
-        return await self.inner.reload_categories()

@@ -24,7 +24,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, stop
 from ..api.convert import info_from_proto, results_from_proto, vectors_from_bytes
 from ..api.v1 import classifier_pb2 as pb
 from ..classify.results import ClassificationResult, ClassifierInfo
-from .base import BackendError, BackendOverloaded, BackendTimeout, BackendUnavailable, EmbeddingKind
+from .base import BackendError, BackendHealth, BackendOverloaded, BackendTimeout, BackendUnavailable, EmbeddingKind
 from .coalescer import BatchingOptions, RequestCoalescer
 from .replica_pool import Replica, ReplicaPool
 
@@ -36,6 +36,7 @@ READY_PROBE_TIMEOUT_S = 1.0
 READY_CACHE_S = 0.5  # /ready may be polled often: reuse a fresh probe result
 MIN_ATTEMPT_TIMEOUT_S = 0.001  # a retry that starts at the deadline still gets a deadline, and fails DEADLINE_EXCEEDED
 INFO_CACHE_S = 5.0  # list_categories and /health read this; a version change in Classify refreshes it early
+NOT_PROBED = "the embedder has not been probed yet"
 
 ReplicaSource = Callable[[], Awaitable[Sequence[str]]]
 
@@ -116,8 +117,8 @@ class GrpcBackend:
         channel_attempts = 1 if replicas is not None else max_attempts
         self._pool = ReplicaPool(lambda address: grpc.aio.insecure_channel(address, options=channel_options(channel_attempts)), timeout_s)
         self._info: tuple[float, ClassifierInfo] | None = None
-        self._ready: tuple[float, bool] = (0.0, False)
-        self._coalescer = RequestCoalescer.from_options(self._classify_batch, batching, request_timeout_s=timeout_s)
+        self._ready: tuple[float, bool, str | None] = (0.0, False, NOT_PROBED)  # (when, verdict, why not)
+        self._coalescer = RequestCoalescer.from_options(self._predict_batch, batching, request_timeout_s=timeout_s)
 
     @property
     def batching(self) -> RequestCoalescer[ClassificationResult]:
@@ -184,7 +185,7 @@ class GrpcBackend:
         except LookupError:
             raise BackendUnavailable("the gRPC backend is not started") from None
 
-    async def classify(self, texts: Sequence[str]) -> list[ClassificationResult]:
+    async def predict(self, texts: Sequence[str]) -> list[ClassificationResult]:
         if not texts:
             return []
         return await self._coalescer.submit(texts)
@@ -234,39 +235,60 @@ class GrpcBackend:
         except grpc.aio.AioRpcError as exc:
             raise backend_error(exc) from exc
 
-    async def info(self) -> ClassifierInfo:
-        now = time.monotonic()
-        if self._info is None or now - self._info[0] > INFO_CACHE_S:
-            self._info = (now, info_from_proto(await self.info_message()))
+    async def health(self, *, need_info: bool = False) -> BackendHealth:
+        """Two costs kept apart: a probe is one Info RPC bounded by READY_PROBE_TIMEOUT_S and reused for READY_CACHE_S
+        (/ready may be polled often), with the info only if still fresh; ``need_info`` sends no probe (``ready`` is the
+        last probe's verdict) and reads the info, cached for INFO_CACHE_S and fetched within the request deadline
+        (list_categories, /health, the cache's keys)."""
+        if need_info:
+            try:
+                info = await self._current_info()
+            except BackendError as exc:
+                return BackendHealth.failed(exc, ready=self._ready[1])
+            return BackendHealth(ready=self._ready[1], info=info)
+        ready, why = await self._probe()
+        return BackendHealth(ready=ready, info=self._fresh_info(), detail=why)
+
+    def _fresh_info(self) -> ClassifierInfo | None:
+        if self._info is None or time.monotonic() - self._info[0] > INFO_CACHE_S:
+            return None
         return self._info[1]
 
-    async def ready(self) -> bool:
-        now = time.monotonic()
-        if now - self._ready[0] > READY_CACHE_S:
+    async def _current_info(self) -> ClassifierInfo:
+        info = self._fresh_info()
+        if info is None:
+            now = time.monotonic()
+            info = info_from_proto(await self.info_message())
+            self._info = (now, info)
+        return info
+
+    async def _probe(self) -> tuple[bool, str | None]:
+        """Whether the embedder answers an Info call now: (verdict, why not), reused for READY_CACHE_S."""
+        if time.monotonic() - self._ready[0] > READY_CACHE_S:
             try:
                 await self.info_message(READY_PROBE_TIMEOUT_S)
-                ok = True
-            except BackendError:
-                ok = False
-            self._ready = (time.monotonic(), ok)
-        return self._ready[1]
+                ok, why = True, None
+            except BackendError as exc:
+                ok, why = False, str(exc)
+            self._ready = (time.monotonic(), ok, why)
+        return self._ready[1], self._ready[2]
 
     async def reload_categories(self) -> bool:
-        """Replicas reload their own file (watch or user_config); here only the cached Info is dropped."""
+        """Reloadable: replicas reload their own file (watch or user_config); here only the cached Info is dropped."""
         before = self._info[1].category_set_version if self._info else None
         self._info = None
-        return before is not None and (await self.info()).category_set_version != before
+        return before is not None and (await self._current_info()).category_set_version != before
 
     async def wait_until_ready(self, timeout_s: float) -> None:
         """Poll readiness until the embedder answers (it may still be loading its model)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if await self.ready():
+            if (await self.health()).ready:
                 return
             await asyncio.sleep(0.2)
         raise BackendUnavailable(f"embedder at {self.target} not reachable after {timeout_s:g} s")
 
-    async def _classify_batch(self, texts: list[str], contexts: list[otel_context.Context]) -> list[ClassificationResult]:
+    async def _predict_batch(self, texts: list[str], contexts: list[otel_context.Context]) -> list[ClassificationResult]:
         # The call runs in the first caller's trace and links the others, so every request's
         # trace reaches the replica (the gRPC instrumentation injects traceparent from this span).
         links = [trace.Link(trace.get_current_span(c).get_span_context()) for c in contexts[1:]]

@@ -8,10 +8,12 @@ from collections.abc import Sequence
 import numpy as np
 from opentelemetry import context as otel_context
 
-from ..classify.results import ClassificationResult, ClassifierInfo
-from .base import BackendTimeout, BackendUnavailable, EmbeddingKind
+from ..classify.results import ClassificationResult
+from .base import BackendHealth, BackendTimeout, BackendUnavailable, EmbeddingKind
 from .coalescer import BatchingOptions, RequestCoalescer
 from .model_worker import ModelWorker
+
+NOT_LOADED = "the in-process classifier is not loaded yet"
 
 
 class LocalBatchingBackend:
@@ -27,7 +29,7 @@ class LocalBatchingBackend:
         self.worker = worker
         self._timeout_s = request_timeout_s
         self._started = False
-        self._coalescer = RequestCoalescer.from_options(self._classify_batch, batching, request_timeout_s=request_timeout_s)
+        self._coalescer = RequestCoalescer.from_options(self._predict_batch, batching, request_timeout_s=request_timeout_s)
 
     @property
     def batches_run(self) -> int:
@@ -48,30 +50,28 @@ class LocalBatchingBackend:
         self.worker.close()
 
     async def reload_categories(self) -> bool:
-        """The worker's registry re-reads the categories file (file watch, SIGHUP); True when a new version went live."""
+        """Reloadable: the worker's registry re-reads the categories file (file watch, SIGHUP); True when a new version went live."""
         return await self.worker.reload_categories()
 
-    async def ready(self) -> bool:
-        return self._started and self._coalescer.running
-
-    async def info(self) -> ClassifierInfo:
+    async def health(self, *, need_info: bool = False) -> BackendHealth:
+        """Cheap either way: the info is the loaded classifier's own, in this process."""
         if not self._started:
-            raise BackendUnavailable("the in-process classifier is not loaded yet")
-        return await self.worker.info()
+            return BackendHealth(ready=False, detail=NOT_LOADED)
+        return BackendHealth(ready=self._coalescer.running, info=await self.worker.info())
 
     async def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> np.ndarray:
-        """One model call for the whole list, outside the classify batches, bounded by the request timeout."""
+        """One model call for the whole list, outside the predict batches, bounded by the request timeout."""
         if not self._started:
-            raise BackendUnavailable("the in-process classifier is not loaded yet")
+            raise BackendUnavailable(NOT_LOADED)
         try:
             return await asyncio.wait_for(self.worker.embed(list(texts), kind), self._timeout_s)
         except TimeoutError:
             raise BackendTimeout(f"embedding {len(texts)} texts took longer than {self._timeout_s:g} s") from None
 
-    async def classify(self, texts: Sequence[str]) -> list[ClassificationResult]:
+    async def predict(self, texts: Sequence[str]) -> list[ClassificationResult]:
         if not texts:
             return []
         return await self._coalescer.submit(texts)
 
-    async def _classify_batch(self, texts: list[str], _: list[otel_context.Context]) -> list[ClassificationResult]:
+    async def _predict_batch(self, texts: list[str], _: list[otel_context.Context]) -> list[ClassificationResult]:
         return await self.worker.classify(texts)

@@ -15,8 +15,8 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..classify.results import ClassificationResult, ClassifierInfo
-from .base import BackendUnavailable, BackendWrapper, ClassificationBackend, EmbeddingKind
+from ..classify.results import ClassificationResult
+from .base import BackendHealth, BackendUnavailable, BackendWrapper, ClassificationBackend, EmbeddingKind, reload_categories_of
 
 if TYPE_CHECKING:
     import numpy as np
@@ -89,24 +89,38 @@ class StartingBackend(BackendWrapper):
         if error is not None:
             raise BackendUnavailable(f"the classification backend failed to start: {error}")
 
+    def _not_started(self) -> str | None:
+        """Why a probe answers not ready without asking the inner backend; None once the start has succeeded."""
+        if self._task is None:
+            return "the classification backend was never started"
+        if not self._task.done():
+            return "the model is still loading"
+        error = self.start_error
+        return None if error is None else f"the classification backend failed to start: {error}"
+
     # ---- the calls that need the started backend -------------------------------------------------
-    async def ready(self) -> bool:
-        if self._task is None or not self._task.done() or self.start_error is not None:
-            return False
-        return await self.inner.ready()
+    async def health(self, *, need_info: bool = False) -> BackendHealth:
+        """A probe answers at once while the start runs; a caller that needs the info waits for it, as a predict does."""
+        if need_info:
+            try:
+                await self._started()
+            except BackendUnavailable as exc:
+                return BackendHealth.failed(exc)
+            return await self.inner.health(need_info=True)
+        why = self._not_started()
+        if why is not None:
+            return BackendHealth(ready=False, detail=why)
+        return await self.inner.health()
 
-    async def classify(self, texts: Sequence[str]) -> list[ClassificationResult]:
+    async def predict(self, texts: Sequence[str]) -> list[ClassificationResult]:
         await self._started()
-        return await self.inner.classify(texts)
-
-    async def info(self) -> ClassifierInfo:
-        await self._started()
-        return await self.inner.info()
+        return await self.inner.predict(texts)
 
     async def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> np.ndarray:
         await self._started()
         return await self.inner.embed(texts, kind)
 
     async def reload_categories(self) -> bool:
+        """Reloadable: the reload waits for the start, then goes to the backend that holds the categories."""
         await self._started()
-        return await self.inner.reload_categories()
+        return await reload_categories_of(self.inner)

@@ -4,7 +4,7 @@ It wraps any backend (local, grpc, ray), so the cache sits in the gateway whatev
 model. Per text:
 
 1. the key is hash(model id, category-set version, policy version, normalised text), the
-   versions coming from the inner backend's ``info()`` (re-read at most every ``info_ttl_s``);
+   versions coming from the inner backend's info (``health(need_info=True)``, re-read at most every ``info_ttl_s``);
 2. identical lookups already in flight in this process are joined (single-flight): 50 identical
    concurrent misses make one inner call; different concurrent lookups share one MGET;
 3. a hit is decoded into the same ClassificationResult a fresh call gives (the value is the full
@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from ..backend.base import BackendWrapper, ClassificationBackend
+from ..backend.base import BackendHealth, BackendWrapper, ClassificationBackend, reload_categories_of
 from ..classify.results import ClassificationResult, ClassifierInfo
 from ..redis_io.metrics import RedisMetrics
 from ..redis_io.redis_link import RedisLink
@@ -54,8 +54,8 @@ class _Lead:
 
 
 class CachingBackend(BackendWrapper):
-    """Answers classify from Redis where it can; start, ready and embed pass straight through (tool embeddings
-    have their own cache, cache/embeddings.py, and queries none)."""
+    """Answers predict from Redis where it can; start and embed pass straight through (tool embeddings have their
+    own cache, cache/embeddings.py, and queries none). Reloadable: a reload re-keys it."""
 
     def __init__(
         self,
@@ -94,30 +94,31 @@ class CachingBackend(BackendWrapper):
             await asyncio.gather(*self._writes, return_exceptions=True)
         await self.inner.close()
 
-    async def info(self) -> ClassifierInfo:
-        """Always the inner backend's current info; a version change seen here re-keys the cache at once."""
-        info = await self.inner.info()
-        self._remember_versions(info)
-        return info
+    async def health(self, *, need_info: bool = False) -> BackendHealth:
+        """Always the inner backend's; info read for a caller that needs it re-keys the cache at once on a version change."""
+        health = await self.inner.health(need_info=need_info)
+        if need_info and health.info is not None:
+            self._remember_versions(health.info)
+        return health
 
     async def reload_categories(self) -> bool:
         """Hot reload on the inner backend; once it reports success the new versions key every lookup."""
-        changed = bool(await self.inner.reload_categories())
+        changed = bool(await reload_categories_of(self.inner))
         self.invalidate_versions()
         try:
-            await self.info()
-        except Exception:  # noqa: BLE001 - the next classify re-reads the versions anyway
+            await self.health(need_info=True)
+        except Exception:  # noqa: BLE001 - the next predict re-reads the versions anyway
             pass
         return changed
 
-    async def classify(self, texts: Sequence[str]) -> list[ClassificationResult]:
+    async def predict(self, texts: Sequence[str]) -> list[ClassificationResult]:
         if not texts:
             return []
         try:
             versions = await self.versions()
         except Exception:  # noqa: BLE001 - no versions, no safe key: let the backend answer (or fail) alone
             self.metrics.bypassed.labels("backend_info").inc(len(texts))
-            return await self.inner.classify(texts)
+            return await self.inner.predict(texts)
 
         results: list[ClassificationResult | None] = [None] * len(texts)
         leads: dict[str, _Lead] = {}
@@ -155,7 +156,7 @@ class CachingBackend(BackendWrapper):
                 try:
                     results[i] = await asyncio.shield(future)
                 except _LeaderGone:
-                    (results[i],) = await self.classify([text])
+                    (results[i],) = await self.predict([text])
         return results  # type: ignore[return-value]  # every slot is filled above
 
     # ---- versions (cache keys change the moment the backend's versions do) --------------------
@@ -163,7 +164,7 @@ class CachingBackend(BackendWrapper):
         versions = self._versions
         if versions is not None and time.monotonic() - self._versions_at < self.info_ttl_s:
             return versions
-        # One info() call refreshes for everybody waiting (info may be an RPC or an IPC).
+        # One info read refreshes for everybody waiting (it may be an RPC or an IPC).
         if self._versions_refresh is None:
             self._versions_refresh = asyncio.ensure_future(self._refresh_versions())
         refresh = self._versions_refresh
@@ -171,13 +172,13 @@ class CachingBackend(BackendWrapper):
 
     async def _refresh_versions(self) -> Versions:
         try:
-            return self._remember_versions(await self.inner.info())
+            return self._remember_versions((await self.inner.health(need_info=True)).require_info())
         finally:
             self._versions_refresh = None
 
     def _remember_versions(self, info: ClassifierInfo) -> Versions:
         versions = Versions(info.model_id, info.category_set_version, info.policy_version, info.scoring, info.language_policy)
-        # Replaced only on a change: classify() rebuilds its key hasher when this object changes.
+        # Replaced only on a change: predict() rebuilds its key hasher when this object changes.
         if versions != self._versions:
             if self._versions is not None:
                 log.info("cache: classifier versions changed %s -> %s; new cache keys from now on", self._versions, versions)
@@ -230,7 +231,7 @@ class CachingBackend(BackendWrapper):
             if not miss_keys and not uncached:
                 return
             batch = [leads[k].text for k in miss_keys] + [texts[i] for i in uncached]
-            call = asyncio.ensure_future(self.inner.classify(batch))
+            call = asyncio.ensure_future(self.inner.predict(batch))
             try:
                 fresh = await asyncio.shield(call)
             except asyncio.CancelledError:
@@ -265,7 +266,7 @@ class CachingBackend(BackendWrapper):
     def _settle_abandoned(
         self, call: asyncio.Future[list[ClassificationResult]], versions: Versions, leads: dict[str, _Lead], miss_keys: list[str]
     ) -> None:
-        """A classify call its caller gave up on has ended: its answers go to the joined requests and the cache."""
+        """A predict call its caller gave up on has ended: its answers go to the joined requests and the cache."""
         failure: BaseException | None = _LeaderGone() if call.cancelled() else call.exception()
         fresh = [] if failure is not None else call.result()
         for n, key in enumerate(miss_keys):

@@ -93,7 +93,7 @@ class ToolEmbeddings:
 
     async def documents(self, texts: Sequence[str]) -> np.ndarray:
         """One vector per text, in order; every miss goes to the backend in a single call."""
-        model_id = (await self.backend.info()).model_id
+        model_id = (await self.backend.health(need_info=True)).require_info().model_id
         if self._keys is None or self._keys.versions != (model_id,):
             self._keys = KeyBuilder((model_id,), EMBEDDING_KEY_PREFIX, normalise=False)
         keys = [self._keys.key(text) for text in texts]

@@ -9,7 +9,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from ..backend.base import ClassificationBackend
+from ..backend.base import ReloadableBackend
 from ..redis_io.embedded import EmbeddedRedis, EmbeddedRedisError, find_redis_server
 from ..redis_io.metrics import RedisMetrics
 from ..redis_io.redis_link import RedisLink
@@ -58,8 +58,8 @@ class RedisRuntime:
             label=mode,
         )
 
-    def wrap_backend(self, backend: ClassificationBackend) -> ClassificationBackend:
-        """The backend behind the cache (or untouched with --no-cache)."""
+    def wrap_backend(self, backend: ReloadableBackend) -> ReloadableBackend:
+        """The backend behind the cache (or untouched with --no-cache); reloads pass through the cache, which re-keys."""
         if not self.config.enabled:
             return backend
         self.cache = CachingBackend(

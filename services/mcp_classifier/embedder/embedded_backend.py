@@ -1,7 +1,7 @@
 """`--backend ray`: start an embedded Ray Serve, then talk to it over gRPC exactly as on Kubernetes.
 
-The gRPC client is handed in by the composition root (wiring), so the embedder package never
-imports the gateway's backends: doors open one way.
+The gRPC client is handed in by the composition root (wiring), and with it the health a probe gets before
+the start, so the embedder package never imports the gateway's backends: doors open one way.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Callable, Sequence
-from typing import Literal, Protocol
+from typing import Generic, Literal, Protocol, TypeVar
 
 import numpy as np
 
@@ -22,29 +22,42 @@ from ..settings import Settings
 PROXY_READY_WAIT_S = 120.0
 
 
-class EmbedderClient(Protocol):
+class Health(Protocol):
+    """What this backend reads of a health answer (backend.base.BackendHealth)."""
+
+    def require_info(self) -> ClassifierInfo: ...
+
+
+HealthT = TypeVar("HealthT", bound=Health)
+HealthT_co = TypeVar("HealthT_co", bound=Health, covariant=True)
+
+
+class EmbedderClient(Protocol[HealthT_co]):
     """What this backend needs of the gateway's gRPC client (backend.grpc_client.GrpcBackend)."""
 
     async def start(self) -> None: ...
     async def close(self) -> None: ...
-    async def classify(self, texts: Sequence[str]) -> list[ClassificationResult]: ...
-    async def info(self) -> ClassifierInfo: ...
-    async def ready(self) -> bool: ...
+    async def predict(self, texts: Sequence[str]) -> list[ClassificationResult]: ...
+    async def health(self, *, need_info: bool = False) -> HealthT_co: ...
     async def reload_categories(self) -> bool: ...
     async def wait_until_ready(self, timeout_s: float) -> None: ...
     async def embed(self, texts: Sequence[str], kind: Literal["query", "document"]) -> np.ndarray: ...
 
 
-class EmbeddedRayBackend:
-    def __init__(self, settings: Settings, client_factory: Callable[[str], EmbedderClient]) -> None:
+class EmbeddedRayBackend(Generic[HealthT]):
+    """A ClassificationBackend (and Reloadable) over the client ``client_factory`` makes once Ray is up; a probe
+    before that gets ``not_started``."""
+
+    def __init__(self, settings: Settings, client_factory: Callable[[str], EmbedderClient[HealthT]], *, not_started: HealthT) -> None:
         self._settings = settings
         self._client_factory = client_factory
-        self._client: EmbedderClient | None = None
+        self._not_started = not_started
+        self._client: EmbedderClient[HealthT] | None = None
         self._started_ray = False
         self._reload_generation = 0
 
     @property
-    def client(self) -> EmbedderClient:
+    def client(self) -> EmbedderClient[HealthT]:
         if self._client is None:
             raise RuntimeError("embedded Ray backend not started")
         return self._client
@@ -68,28 +81,32 @@ class EmbeddedRayBackend:
             await asyncio.to_thread(stop_local_serve)
             self._started_ray = False
 
-    async def classify(self, texts: Sequence[str]) -> list[ClassificationResult]:
-        return await self.client.classify(texts)
+    async def predict(self, texts: Sequence[str]) -> list[ClassificationResult]:
+        return await self.client.predict(texts)
 
-    async def info(self) -> ClassifierInfo:
-        return await self.client.info()
+    async def health(self, *, need_info: bool = False) -> HealthT:
+        if need_info:
+            return await self.client.health(need_info=True)
+        if self._client is None:
+            return self._not_started
+        return await self._client.health()
 
     async def embed(self, texts: Sequence[str], kind: Literal["query", "document"]) -> np.ndarray:
         return await self.client.embed(texts, kind)
 
-    async def ready(self) -> bool:
-        return self._client is not None and await self._client.ready()
-
     async def reload_categories(self) -> bool:
-        """Bump user_config's reload_generation: Serve reconfigures every replica, each re-reads the file."""
+        """Reloadable: bump user_config's reload_generation: Serve reconfigures every replica, each re-reads the file."""
         from .local_cluster import deploy_app
 
-        before = (await self.client.info()).category_set_version
+        before = (await self._served()).category_set_version
         self._reload_generation += 1
         await asyncio.to_thread(deploy_app, self._settings, self._reload_generation)
         await self.client.reload_categories()  # drops the client's cached Info
         # Compared here, not by the client: a Classify answer may clear its cache meanwhile.
-        return (await self.client.info()).category_set_version != before
+        return (await self._served()).category_set_version != before
+
+    async def _served(self) -> ClassifierInfo:
+        return (await self.client.health(need_info=True)).require_info()
 
 
 def _reclaim_signal_handlers() -> None:

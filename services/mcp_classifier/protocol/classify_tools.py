@@ -141,7 +141,7 @@ def register_classification_tools(
     registry: ToolRegistry, backend: ClassificationBackend, max_text_length: int, max_batch_texts: int = 256
 ) -> None:
     async def list_categories(_: dict[str, Any]) -> dict[str, Any]:
-        info = await backend.info()
+        info = (await backend.health(need_info=True)).require_info()
         config = info.categories
         answer: dict[str, Any] = {
             "categories": config.names,
@@ -157,7 +157,7 @@ def register_classification_tools(
         problem = _text_problem(text, max_text_length, subject="argument 'text'")
         if problem is not None:
             raise ToolError(problem)
-        (result,) = await backend.classify([text])
+        (result,) = await backend.predict([text])
         return result.to_public(bool(arguments.get("with_probabilities", False)))
 
     async def classify_batch(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -167,7 +167,7 @@ def register_classification_tools(
         good = [t for t, p in zip(texts, problems) if p is None and isinstance(t, str)]
         # One backend call for every good text: behind the cache, hits come from one MGET and the misses
         # go to the model together.
-        answers = iter(await backend.classify(good)) if good else iter(())
+        answers = iter(await backend.predict(good)) if good else iter(())
         results: list[dict[str, Any]] = [
             next(answers).to_public(with_probabilities) if problem is None else {"index": i, "error": problem}
             for i, problem in enumerate(problems)

@@ -62,7 +62,8 @@ class Lifecycle:
         return self._startup.start_error if self._startup is not None else None
 
     async def ready(self) -> bool:
-        return await self._backend.ready()
+        """The backend's probe: cheap, and it never waits for a start in progress."""
+        return (await self._backend.health()).ready
 
     def health(self) -> dict[str, Any]:
         extra: dict[str, Any] = {}

@@ -117,7 +117,7 @@ class HttpDoorParts:
     """What the HTTP door is given: it builds routes over these, and starts or closes none of them."""
 
     dispatcher: McpDispatcher
-    backend: ClassificationBackend  # /health reads its info
+    backend: ClassificationBackend  # /health reads its health, with the info
     lifecycle: DoorLifecycle
     metrics: GatewayMetrics
     sse_sessions: SseSessions
@@ -235,7 +235,7 @@ async def _health_answer(parts: HttpDoorParts) -> dict[str, Any]:
         error = lifecycle.start_failure
         return {"status": "starting" if error is None else "failed", **({"error": str(error)} if error else {}), **lifecycle.health()}
     try:
-        info = await parts.backend.info()
+        info = (await parts.backend.health(need_info=True)).require_info()
     except Exception as exc:  # noqa: BLE001 - health must answer whatever the backend does
         return {"status": "degraded", "error": str(exc)}
     return {
