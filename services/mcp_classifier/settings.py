@@ -180,7 +180,7 @@ class ServingSettings(SettingsGroupModel):
     )
     request_timeout_s: float = Field(30.0, gt=0, description="Longest a classification may take before the caller gets an error.")
     max_text_length: int = Field(8192, ge=1, description="Longest text (characters) classify_text accepts.")
-    max_batch_texts: int = Field(256, ge=1, le=4096, description="Most texts one classify_batch call accepts.")
+    max_batch_texts: int = Field(256, ge=1, le=4096, description="Most texts one classify_batch call or /v1/embeddings request accepts.")
     max_body_bytes: int = Field(1_048_576, ge=1024, description="Largest HTTP request body accepted (413 beyond).")
     list_ttl_ms: int = Field(
         300_000,

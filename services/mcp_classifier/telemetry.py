@@ -18,8 +18,9 @@ from prometheus_client.utils import floatToGoString
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 # The doors, as the access log names them: http (JSON-RPC on POST /mcp), rest (POST /mcp/<method>), sse (legacy
-# POST /messages), ws (WebSocket /ws), grpc (the public gRPC API), stdio, tool_filter (POST /v1/tools/filter).
-DOORS = frozenset({"http", "rest", "sse", "ws", "grpc", "stdio", "tool_filter"})
+# POST /messages), ws (WebSocket /ws), grpc (the public gRPC API), stdio, tool_filter (POST /v1/tools/filter),
+# classify (POST /classify, the Semantic Router's remote classifier), openai (POST /v1/embeddings, GET /v1/models).
+DOORS = frozenset({"http", "rest", "sse", "ws", "grpc", "stdio", "tool_filter", "classify", "openai"})
 OTHER_DOOR = "other"  # any other path (a 404): the label stays bounded whatever a caller sends
 OK = "ok"  # a request's outcome when it did not fail
 
@@ -192,7 +193,7 @@ class GatewayMetrics:
 
         self.door_requests = Counter(
             "mcp_classifier_door_requests",
-            "Requests by door (http, rest, sse, ws, grpc, stdio, tool_filter)",
+            "Requests by door (http, rest, sse, ws, grpc, stdio, tool_filter, classify, openai)",
             ["door"],
             registry=self.registry,
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from .backend.base import BackendHealth, ClassificationBackend, ReloadableBackend
@@ -33,6 +34,7 @@ if TYPE_CHECKING:  # torch, Ray, FastAPI and Redis are imported only by the path
     from .edge import EdgeGuard
     from .redis_io.redis_link import RedisLink
     from .transports.http import DoorLifecycle
+    from .transports.openai_embeddings import EmbeddingsOptions
     from .util.asgi import ASGIApp
 
 __all__ = [
@@ -42,6 +44,7 @@ __all__ = [
     "build_backend",
     "build_classifier",
     "build_dispatcher",
+    "build_embeddings_options",
     "build_gateway",
     "build_grpc_backend",
     "build_handshake_door",
@@ -296,6 +299,22 @@ def build_handshake_door(settings: Settings, doors: HttpDoors, metrics: GatewayM
     return McpPathMiddleware(CorrelationMiddleware(EdgeMiddleware(door, guard=doors.edge), observer=metrics.observe_door))
 
 
+def build_embeddings_options(settings: Settings) -> EmbeddingsOptions:
+    """What /v1/embeddings is given: the model setting's name (accepted as ``model``), the inputs per call
+    (max_batch_texts, as classify_batch), the tokens per input, and the Matryoshka sizes a model directory declares."""
+    from .engine.matryoshka import declared_matryoshka
+    from .transports.openai_embeddings import EmbeddingsOptions
+
+    model = settings.model
+    model_dir = Path(model.name)
+    return EmbeddingsOptions(
+        model_name=model.name,
+        max_inputs=settings.serving.max_batch_texts,
+        max_seq_length=model.max_seq_length,
+        matryoshka=declared_matryoshka(model_dir) if model_dir.is_dir() else None,
+    )
+
+
 def build_http_app(
     settings: Settings, redis: RedisRuntime, metrics: GatewayMetrics, doors: HttpDoors, lifecycle: DoorLifecycle, *, tracing: bool
 ) -> FastAPI:
@@ -312,8 +331,11 @@ def build_http_app(
         metrics=metrics,
         sse_sessions=local_sessions(serving, metrics, serving.max_body_bytes, redis.link),
         max_body_bytes=serving.max_body_bytes,
+        max_text_length=serving.max_text_length,
+        max_batch_texts=serving.max_batch_texts,
         edge=doors.edge,
         tool_filter=gateway.tool_filter,
+        embeddings=build_embeddings_options(settings),
     )
     app = create_app(parts)
     if tracing:

@@ -22,7 +22,7 @@ from tests.support.fake_backend import FakeBackend
 from tests.support.fuzz import fuzz_cases
 from tests.support.http_app import gateway_app as http_app
 
-CASES_PER_OPERATION = fuzz_cases(150)  # 7 operations fuzzed: about 1,050 generated requests in all
+CASES_PER_OPERATION = fuzz_cases(150)  # 10 operations fuzzed: about 1,500 generated requests in all
 SSE_STREAM = "/sse"
 
 
@@ -44,6 +44,9 @@ def test_the_document_describes_every_route() -> None:
         "/sse": {"get"},
         "/messages": {"post"},
         "/v1/tools/filter": {"post"},
+        "/classify": {"post"},
+        "/v1/embeddings": {"post"},
+        "/v1/models": {"get"},
         "/health": {"get"},
         "/ready": {"get"},
         "/metrics": {"get"},

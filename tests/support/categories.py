@@ -39,3 +39,11 @@ def write_with_finance(path: Path) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(yaml.safe_dump(data, sort_keys=False))
     os.replace(tmp, path)  # atomic, as editors and ConfigMap updates do
+
+
+def write_default_with(path: Path, **top_level: object) -> Path:
+    """The default categories with top-level keys set (``fallback_label="other"``, ``multi_label=True``), at ``path``."""
+    data = yaml.safe_load(DEFAULT_FILE.read_text())
+    data.update(top_level)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path

@@ -43,6 +43,7 @@ class FakeBackend:
         self.calls: list[list[str]] = []
         self.embed_calls: list[tuple[str, list[str]]] = []  # (kind, texts) of every embed call
         self.fail_with: BackendError | None = None
+        self.scope_probability = 1.0  # what confidence carries beside the category's probability; under 0.5: out of scope
         self.started = False
         self.closed = False
 
@@ -91,17 +92,22 @@ class FakeBackend:
         cls = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=4).digest(), "big") % n
         rest = (1.0 - TOP_PROBABILITY) / (n - 1)
         probabilities = tuple(TOP_PROBABILITY if i == cls else rest for i in range(n))
-        decision = self.policy.decide(cls, TOP_PROBABILITY, text)
+        confidence = TOP_PROBABILITY * self.scope_probability
+        decision = self.policy.decide(cls, confidence, text)
+        in_scope = self.scope_probability >= 0.5
         return ClassificationResult(
             class_index=cls,
             category=self.config.categories[cls].name,
-            confidence=TOP_PROBABILITY,
+            confidence=confidence,
             model=decision.model,
             use_reasoning=decision.use_reasoning,
             probabilities=probabilities,
             entropy=-sum(p * math.log(p) for p in probabilities),
-            labels=(self.config.categories[cls].name,),
+            in_scope=in_scope,
+            labels=(self.config.categories[cls].name,) if in_scope else (),
             margin=TOP_PROBABILITY - rest,
             revision=Revision("fake-model", self.config.category_set_version, self.config.policy_version),
             language="en",
+            # multi_label files: the main category near the scope probability, the others well under it
+            label_scores=tuple(self.scope_probability * (0.9 if i == cls else 0.1) for i in range(n)) if self.config.multi_label else (),
         )

@@ -17,6 +17,7 @@ from mcp_classifier.settings import Settings
 from mcp_classifier.telemetry import GatewayMetrics
 from mcp_classifier.toolfilter.tool_filter import ToolFilter
 from mcp_classifier.transports.http import DoorLifecycle, HttpDoorParts, create_app
+from mcp_classifier.transports.openai_embeddings import EmbeddingsOptions
 from mcp_classifier.transports.sse import SseSessions, local_sessions
 
 
@@ -30,6 +31,7 @@ def gateway_app(
     edge: EdgeGuard | None = None,
     tool_filter: ToolFilter | None = None,
     sse_sessions: SseSessions | None = None,
+    embeddings: EmbeddingsOptions | None = None,
 ) -> FastAPI:
     """The app over ``dispatcher`` and ``backend``; ``lifecycle`` where the test holds the start or the services."""
     metrics = metrics or GatewayMetrics()
@@ -43,5 +45,6 @@ def gateway_app(
         max_body_bytes=max_body_bytes,
         edge=edge,
         tool_filter=tool_filter,
+        embeddings=embeddings or EmbeddingsOptions(),
     )
     return create_app(parts)

@@ -31,6 +31,7 @@ def results_to_proto(results: Sequence[ClassificationResult], with_probabilities
             policy_version=r.revision.policy_version,
             language=r.language,
             language_unserved=not r.language_served,
+            label_scores=list(r.label_scores),
         )
         for r in results
     ]
@@ -52,6 +53,7 @@ def results_from_proto(messages: Sequence[pb.Classification]) -> list[Classifica
             revision=Revision(m.model_id, m.category_set_version, m.policy_version),
             language=m.language,
             language_served=not m.language_unserved,
+            label_scores=tuple(m.label_scores),
         )
         for m in messages
     ]

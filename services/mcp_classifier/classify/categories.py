@@ -82,6 +82,19 @@ class CategoryConfig(_Strict):
     # false: every query is in scope, for a file whose categories between them take anything (a catch-all
     # "general" category, as the packaged default has); confidence is then the category's probability alone.
     detect_out_of_scope: bool = True
+    # POST /classify (the vLLM Semantic Router's remote classifier): a label that is not a category and carries the
+    # probability that the query fits none of them; without it the router sees the categories only.
+    fallback_label: str | None = None
+    # POST /classify answers an independent score per label (the out-of-scope model read at each category) rather
+    # than one distribution that sums to 1.
+    multi_label: bool = False
+
+    @field_validator("fallback_label")
+    @classmethod
+    def _visible_fallback_label(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("must have visible text (it names the label that carries the out-of-scope share)")
+        return value
 
     @model_validator(mode="after")
     def _check_categories(self) -> CategoryConfig:
@@ -97,6 +110,16 @@ class CategoryConfig(_Strict):
         blank = [i + 1 for i, e in enumerate(self.out_of_scope_examples) if not e.strip()]
         if blank:
             raise ValueError(f"out_of_scope_examples: item {', '.join(map(str, blank))} is blank: every example needs visible text")
+        if self.fallback_label is not None and self.fallback_label in names:
+            raise ValueError(
+                f"fallback_label {self.fallback_label!r} is the name of a category: it names the label that carries the "
+                f"share of queries that fit no category, so it must differ from every category {names}"
+            )
+        if self.multi_label and not self.detect_out_of_scope:
+            raise ValueError(
+                "multi_label: true needs detect_out_of_scope: true: each label's own score is the out-of-scope model "
+                "read at that category, and detect_out_of_scope: false fits no such model"
+            )
         return self
 
     @property
@@ -125,6 +148,8 @@ class CategoryConfig(_Strict):
                 "thresholds": thresholds,
                 "detect": self.detect_out_of_scope,
             }
+        if self.fallback_label is not None or self.multi_label:  # the labels POST /classify answers, and their scores
+            payload["labels"] = {"fallback_label": self.fallback_label, "multi_label": self.multi_label}
         return _digest(payload)
 
     @property

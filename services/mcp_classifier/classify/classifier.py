@@ -134,16 +134,19 @@ class Classifier:
         else:
             vectors = self.encoder.encode_queries(texts)
             probs = index.probabilities(vectors, list(texts))
+        label_scores = np.zeros((len(texts), 0))  # per-category independent scores: multi_label files only
         if index.scope is not None:
             in_scope_p, similarities = index.scope.in_scope_probability(np.asarray(vectors))
             joins = index.scope.label_mask(similarities)
+            if config.multi_label:
+                label_scores = index.scope.label_probabilities(np.asarray(vectors), similarities)
         else:  # the file turns detection off: every query is in scope, and a category with a good share joins labels
             in_scope_p, joins = np.ones(len(texts)), probs >= LABEL_PROBABILITY
         entropies = entropy_nats(probs)
         fallback = config.fallback_index
         verdicts = [self.language_gate.check(t) for t in texts] if self.language_gate else [LanguageVerdict("", True)] * len(texts)
         results = []
-        for text, row, ent, p_in, joining, verdict in zip(texts, probs, entropies, in_scope_p, joins, verdicts):
+        for text, row, ent, p_in, joining, verdict, scores in zip(texts, probs, entropies, in_scope_p, joins, verdicts, label_scores):
             order = np.argsort(-row)
             cls = int(order[0])
             in_scope = bool(p_in >= IN_SCOPE_PROBABILITY) and verdict.served
@@ -167,6 +170,7 @@ class Classifier:
                     revision=revision,
                     language=verdict.language,
                     language_served=verdict.served,
+                    label_scores=tuple(float(s) * (1.0 - verdict.unserved_probability) for s in scores),
                 )
             )
         return results

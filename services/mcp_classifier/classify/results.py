@@ -43,10 +43,22 @@ class ClassificationResult:
     revision: Revision = Revision()
     language: str = ""  # ISO 639-1 where detected, "und" where it cannot be told, "" from a replica that predates it
     language_served: bool = True  # False: the model does not read the query's language, so in_scope is false too
+    # Per category, an independent probability that the query is about it (the out-of-scope model read at that
+    # category, times the probability that its language is served); only for a file with multi_label: true.
+    label_scores: tuple[float, ...] = ()
 
     @property
     def entropy_bits(self) -> float:
         return self.entropy / math.log(2)
+
+    @property
+    def scope_probability(self) -> float:
+        """The probability that the query fits the categories at all (in scope, in a language the model reads).
+
+        Read back from ``confidence``, which is the category's probability times this one (docs/categories.md), so
+        every answer has it, whichever backend, replica version or cache entry it came from."""
+        top = self.probabilities[self.class_index] if 0 <= self.class_index < len(self.probabilities) else 0.0
+        return min(1.0, max(0.0, self.confidence / top)) if top > 0.0 else 1.0
 
     def to_public(self, with_probabilities: bool) -> dict[str, Any]:
         """The classify_text JSON (docs/protocol.md, "Tools")."""
@@ -70,7 +82,11 @@ class ClassificationResult:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return self.to_public(with_probabilities=True)
+        """Everything, for the cache: the public answer with probabilities, and the label scores where there are any."""
+        out = self.to_public(with_probabilities=True)
+        if self.label_scores:
+            out["label_scores"] = list(self.label_scores)
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ClassificationResult:
@@ -89,6 +105,7 @@ class ClassificationResult:
             revision=Revision(**{k: str(v) for k, v in meta.items() if k in Revision.__dataclass_fields__}),
             language=str(data.get("language", "")),
             language_served=bool(data.get("language_served", True)),
+            label_scores=tuple(float(s) for s in data.get("label_scores", ())),
         )
 
 

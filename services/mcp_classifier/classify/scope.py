@@ -84,6 +84,20 @@ class ScopeModel:
             probability = np.where(overridden & ~passed, np.minimum(probability, np.nextafter(IN_SCOPE_PROBABILITY, 0.0)), probability)
         return probability
 
+    def label_probabilities(self, query_vectors: np.ndarray, sims: np.ndarray) -> np.ndarray:
+        """(B, d) unit query vectors and their (B, C) category similarities -> (B, C) per category, the probability
+        that the query is in that category's scope: the fitted logistic read at that category rather than the
+        nearest (at the nearest it is ``in_scope_probability``). Independent scores, for multi-label answers."""
+        background = top_k_mean(query_vectors @ self.background_vectors.T, SCOPE_TOP_K)
+        logits = self.weights[0] * (sims - self.centres[None, :]) + self.weights[1] * (sims - background[:, None]) + self.bias
+        probability = 1.0 / (1.0 + np.exp(-logits))
+        if any(self.stats.overridden):  # a threshold the file sets decides alone for its category, as for the nearest
+            overridden = np.asarray(self.stats.overridden, dtype=bool)[None, :]
+            passed = sims >= np.asarray(self.stats.thresholds)[None, :]
+            probability = np.where(overridden & passed, np.maximum(probability, IN_SCOPE_PROBABILITY), probability)
+            probability = np.where(overridden & ~passed, np.minimum(probability, np.nextafter(IN_SCOPE_PROBABILITY, 0.0)), probability)
+        return probability
+
     def label_mask(self, sims: np.ndarray) -> np.ndarray:
         """(B, C) similarities -> (B, C) whether each category is one of the query's labels: past its threshold
         and within LABEL_SIMILARITY_GAP of the nearest category."""

@@ -15,6 +15,7 @@ from collections.abc import Callable
 import orjson
 
 from ..protocol.excerpts import excerpt
+from ..protocol.openai_errors import edge_refusal_body
 from ..protocol.refusals import refusal_body
 from ..telemetry import GatewayMetrics
 from ..util.asgi import ASGIApp, Receive, Scope, Send
@@ -95,9 +96,10 @@ class EdgeGuard:
 
 
 class EdgeMiddleware:
-    def __init__(self, app: ASGIApp, guard: EdgeGuard) -> None:
+    def __init__(self, app: ASGIApp, guard: EdgeGuard, openai_paths: frozenset[str] = frozenset()) -> None:
         self.app = app
         self.guard = guard
+        self.openai_paths = openai_paths  # refused in OpenAI's error shape, which OpenAI's clients read
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket") or scope["path"] in OPEN_PATHS:
@@ -111,7 +113,8 @@ class EdgeMiddleware:
         status, message, headers = refusal
         kind = headers.pop("kind")
         self.guard.metrics.errors.labels(kind).inc()
-        body = orjson.dumps(refusal_body(kind, status, message))
+        shape = edge_refusal_body if scope["path"] in self.openai_paths else refusal_body
+        body = orjson.dumps(shape(kind, status, message))
         raw_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         raw_headers += [(k.lower().encode(), v.encode("latin-1")) for k, v in headers.items()]
         if scope["type"] == "websocket":

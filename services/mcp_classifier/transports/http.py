@@ -25,6 +25,7 @@ from ..protocol.errors import ErrorKind, rule_of, settle
 from ..protocol.excerpts import clip, excerpt
 from ..protocol.jsonrpc import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, JsonRpcError
 from ..protocol.tools import ToolError
+from ..settings import ServingSettings
 from ..telemetry import GatewayMetrics
 from ..toolfilter.tool_filter import ToolFilter, filter_arguments
 from . import openapi
@@ -32,7 +33,9 @@ from .bodies import BodyTooLarge, body_too_large, json_response, read_body, read
 from .correlated import TOOL_FILTER_PATH, CorrelationMiddleware
 from .jsonrpc_post import answer_post
 from .mcp_paths import McpPathMiddleware
+from .openai_embeddings import OPENAI_PATHS, EmbeddingsOptions, add_openai_routes
 from .route_labels import OPENAPI_PATH, REST_METHODS, route_label
+from .router_classify import RouterClassifyLimits, add_router_classify_route
 from .sse import SseSessions, add_sse_routes
 from .websocket import add_websocket_route
 
@@ -124,6 +127,10 @@ class HttpDoorParts:
     max_body_bytes: int
     edge: EdgeGuard | None = None  # auth, Host/Origin allowlists and the rate limit, before every route but /health, /ready, /metrics
     tool_filter: ToolFilter | None = None  # POST /v1/tools/filter, when given
+    embeddings: EmbeddingsOptions = EmbeddingsOptions()  # POST /v1/embeddings and GET /v1/models (OpenAI-compatible)
+    # POST /classify's limits on texts, classify_text's and classify_batch's (the settings' defaults unless given)
+    max_text_length: int = ServingSettings.model_fields["max_text_length"].default
+    max_batch_texts: int = ServingSettings.model_fields["max_batch_texts"].default
 
 
 def create_app(parts: HttpDoorParts) -> FastAPI:
@@ -138,7 +145,7 @@ def create_app(parts: HttpDoorParts) -> FastAPI:
     )
     app.openapi = lambda: _openapi_document(app)  # type: ignore[method-assign]  # FastAPI documents this override
     if parts.edge is not None:
-        app.add_middleware(EdgeMiddleware, guard=parts.edge)
+        app.add_middleware(EdgeMiddleware, guard=parts.edge, openai_paths=OPENAI_PATHS)
     # Outside the edge guard: refusals are logged and counted too.
     app.add_middleware(CorrelationMiddleware, observer=parts.metrics.observe_door)
     app.add_middleware(McpPathMiddleware)  # outermost: /mcp/ and /mcp//method reach the routes as /mcp and /mcp/method
@@ -146,6 +153,10 @@ def create_app(parts: HttpDoorParts) -> FastAPI:
     _add_mcp_routes(app, parts)
     if parts.tool_filter is not None:
         _add_tool_filter_route(app, parts.tool_filter, parts.max_body_bytes, parts.metrics)
+    add_router_classify_route(
+        app, parts.backend, parts.metrics, RouterClassifyLimits(parts.max_body_bytes, parts.max_text_length, parts.max_batch_texts)
+    )
+    add_openai_routes(app, parts.backend, parts.embeddings, parts.max_body_bytes, parts.metrics)
     add_websocket_route(app, parts.dispatcher, max_message_bytes=parts.max_body_bytes, metrics=parts.metrics)
     add_sse_routes(app, parts.dispatcher, parts.sse_sessions)
     parts.lifecycle.on_drain(parts.sse_sessions.drain)  # SIGTERM ends the open streams: their clients move to a ready replica

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..toolfilter.filter_models import ToolFilterAnswer, ToolFilterRequest
-from .wire_models import ErrorBody, HealthAnswer, JsonRpcAnswer, JsonRpcMessage, ReadyAnswer
+from .wire_models import ErrorBody, HealthAnswer, JsonRpcAnswer, JsonRpcMessage, LabelScore, ReadyAnswer, RouterClassifyRequest
 
 JSON = "application/json"
 REF = "#/components/schemas/{model}"
@@ -182,4 +182,28 @@ READY: dict[str, Any] = {
 METRICS: dict[str, Any] = {
     "summary": "Prometheus metrics",
     "responses": {"200": {"description": "Prometheus text format.", "content": {"text/plain": {"schema": {"type": "string"}}}}},
+}
+
+_LABEL_DISTRIBUTION = {"type": "array", "items": schema_of(LabelScore)}
+ROUTER_CLASSIFY: dict[str, Any] = {
+    "summary": "The vLLM Semantic Router's remote classifier (label_distribution.v1): label scores for the default classifier",
+    "description": "inputs a text: one array of {label, score} over every category (and the file's fallback_label), each "
+    "label once, scores in [0, 1] that sum to 1, or independent per-label scores for a multi_label file. inputs a list: "
+    "a list of such arrays, one per text, in order. Keys other than inputs are ignored.",
+    "requestBody": _body(schema_of(RouterClassifyRequest)),
+    "responses": _answers(
+        {
+            "description": "The label distribution, or one per input when inputs is a list.",
+            "headers": {
+                "X-Model": {"description": "The model that decided (_meta's model_id).", "schema": {"type": "string"}},
+                "X-Category-Set-Version": {"description": "The categories' version (_meta's).", "schema": {"type": "string"}},
+                "X-Policy-Version": {"description": "The routing policy's version (_meta's).", "schema": {"type": "string"}},
+            },
+            "content": {JSON: {"schema": {"anyOf": [_LABEL_DISTRIBUTION, {"type": "array", "items": _LABEL_DISTRIBUTION}]}}},
+        },
+        400,
+        413,
+        503,
+        504,
+    ),
 }

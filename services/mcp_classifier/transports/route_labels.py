@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from .correlated import TOOL_FILTER_PATH
+from .correlated import OPENAI_DOOR_PATHS, TOOL_FILTER_PATH
 
 OPENAPI_PATH = "/openapi.json"
 REST_METHODS = frozenset({"initialize", "tools/list", "tools/call", "resources/list", "prompts/list", "ping"})
-_KNOWN_PATHS = frozenset({"/mcp", "/health", "/ready", "/metrics", "/ws", "/sse", "/messages", TOOL_FILTER_PATH, OPENAPI_PATH})
+_KNOWN_PATHS = frozenset(
+    {"/mcp", "/health", "/ready", "/metrics", "/ws", "/sse", "/messages", TOOL_FILTER_PATH, OPENAPI_PATH, "/classify", *OPENAI_DOOR_PATHS}
+)
 
 
 def route_label(path: str) -> str:

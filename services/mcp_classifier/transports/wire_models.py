@@ -73,3 +73,16 @@ class HealthAnswer(BaseModel):
 class ReadyAnswer(BaseModel):
     ready: bool
     draining: bool | SkipJsonSchema[None] = None  # true once SIGTERM came: route elsewhere
+
+
+class RouterClassifyRequest(BaseModel):
+    """POST /classify, the vLLM Semantic Router's remote classifier (label_distribution.v1): one text, or a list of them."""
+
+    inputs: str | list[str] = Field(description="The text to classify, or a list of texts (one distribution each, in order).")
+
+
+class LabelScore(BaseModel):
+    """One label of a distribution: every label of the classifier appears once in each answer."""
+
+    label: str
+    score: float = Field(ge=0.0, le=1.0)

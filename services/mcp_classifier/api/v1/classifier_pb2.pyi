@@ -40,7 +40,7 @@ class ClassifyRequest(_message.Message):
     def __init__(self, texts: _Optional[_Iterable[str]] = ..., with_probabilities: _Optional[bool] = ...) -> None: ...
 
 class Classification(_message.Message):
-    __slots__ = ("class_index", "category", "confidence", "model", "use_reasoning", "probabilities", "entropy", "out_of_scope", "labels", "margin", "model_id", "category_set_version", "policy_version", "language", "language_unserved")
+    __slots__ = ("class_index", "category", "confidence", "model", "use_reasoning", "probabilities", "entropy", "out_of_scope", "labels", "margin", "model_id", "category_set_version", "policy_version", "language", "language_unserved", "label_scores")
     CLASS_INDEX_FIELD_NUMBER: _ClassVar[int]
     CATEGORY_FIELD_NUMBER: _ClassVar[int]
     CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
@@ -56,6 +56,7 @@ class Classification(_message.Message):
     POLICY_VERSION_FIELD_NUMBER: _ClassVar[int]
     LANGUAGE_FIELD_NUMBER: _ClassVar[int]
     LANGUAGE_UNSERVED_FIELD_NUMBER: _ClassVar[int]
+    LABEL_SCORES_FIELD_NUMBER: _ClassVar[int]
     class_index: int
     category: str
     confidence: float
@@ -71,7 +72,8 @@ class Classification(_message.Message):
     policy_version: str
     language: str
     language_unserved: bool
-    def __init__(self, class_index: _Optional[int] = ..., category: _Optional[str] = ..., confidence: _Optional[float] = ..., model: _Optional[str] = ..., use_reasoning: _Optional[bool] = ..., probabilities: _Optional[_Iterable[float]] = ..., entropy: _Optional[float] = ..., out_of_scope: _Optional[bool] = ..., labels: _Optional[_Iterable[str]] = ..., margin: _Optional[float] = ..., model_id: _Optional[str] = ..., category_set_version: _Optional[str] = ..., policy_version: _Optional[str] = ..., language: _Optional[str] = ..., language_unserved: _Optional[bool] = ...) -> None: ...
+    label_scores: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, class_index: _Optional[int] = ..., category: _Optional[str] = ..., confidence: _Optional[float] = ..., model: _Optional[str] = ..., use_reasoning: _Optional[bool] = ..., probabilities: _Optional[_Iterable[float]] = ..., entropy: _Optional[float] = ..., out_of_scope: _Optional[bool] = ..., labels: _Optional[_Iterable[str]] = ..., margin: _Optional[float] = ..., model_id: _Optional[str] = ..., category_set_version: _Optional[str] = ..., policy_version: _Optional[str] = ..., language: _Optional[str] = ..., language_unserved: _Optional[bool] = ..., label_scores: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class ClassifyResponse(_message.Message):
     __slots__ = ("results", "category_set_version", "policy_version", "model_id")

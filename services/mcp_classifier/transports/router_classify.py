@@ -1,0 +1,101 @@
+"""POST /classify: the vLLM Semantic Router's remote classifier (``label_distribution.v1``) over the default classifier.
+
+The router's ``HTTPClassifierInference`` sends ``{"inputs": ...}`` and reads one label distribution per text
+(protocol/label_distribution.py shapes them). The door adds the HTTP: body limit, errors from the one table in
+the REST error shape, and the revision that decided in headers, as ``_meta`` names it elsewhere.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+
+from ..backend.base import BackendError, BackendUnavailable, ClassificationBackend
+from ..classify.results import ClassificationResult, ClassifierInfo
+from ..protocol import correlation
+from ..protocol.errors import rule_of, settle
+from ..protocol.jsonrpc import INTERNAL_ERROR, SERVER_UNAVAILABLE, JsonRpcError
+from ..protocol.label_distribution import LabelSet, label_distributions, read_router_request
+from ..telemetry import GatewayMetrics
+from . import openapi
+from .bodies import json_response, read_json
+
+log = logging.getLogger(__name__)
+
+ROUTER_CLASSIFY_PATH = "/classify"
+METHOD = "classify"  # the access log's method, and the error log's
+# The revision that decided, as _meta's model_id, category_set_version and policy_version.
+MODEL_HEADER = "X-Model"
+CATEGORY_SET_HEADER = "X-Category-Set-Version"
+POLICY_HEADER = "X-Policy-Version"
+INFO_TRIES = 2  # a reload between the answer and the label names: the second read sees the new categories
+
+
+@dataclass(frozen=True)
+class RouterClassifyLimits:
+    """The limits classify_text and classify_batch apply, applied here too."""
+
+    max_body_bytes: int
+    max_text_length: int
+    max_batch_texts: int
+
+
+def add_router_classify_route(app: FastAPI, backend: ClassificationBackend, metrics: GatewayMetrics, limits: RouterClassifyLimits) -> None:
+    """POST /classify: ``{"inputs": "<text>"}`` -> ``[{"label", "score"}, ...]``; a list of inputs -> a list of those."""
+
+    @app.post(ROUTER_CLASSIFY_PATH, openapi_extra=openapi.ROUTER_CLASSIFY)
+    async def router_classify(request: Request) -> Response:
+        started = time.perf_counter()
+        response = await _answer(request)
+        metrics.observe(ROUTER_CLASSIFY_PATH, response.status_code, time.perf_counter() - started)
+        return response
+
+    async def _answer(request: Request) -> Response:
+        correlation.note(era="rest", method=METHOD)
+        try:
+            asked = read_router_request(await read_json(request, limits.max_body_bytes), limits.max_text_length, limits.max_batch_texts)
+            results = await backend.predict(asked.texts)  # one backend call for every text, as classify_batch
+            info = await _info_for(backend, results[0])
+            distributions = label_distributions(results, LabelSet.of(info.categories))
+        except JsonRpcError as exc:
+            return _error(exc, metrics)
+        except BackendError as exc:
+            return _error(JsonRpcError(SERVER_UNAVAILABLE, f"classification backend {exc.kind}: {exc}", {"kind": exc.kind}), metrics)
+        except Exception as exc:
+            log.exception("%s failed", ROUTER_CLASSIFY_PATH)
+            return _error(JsonRpcError(INTERNAL_ERROR, f"Internal error in {METHOD}: {type(exc).__name__}"), metrics)
+        return json_response(distributions if asked.batched else distributions[0], headers=_revision_headers(results[0], info))
+
+
+async def _info_for(backend: ClassificationBackend, answer: ClassificationResult) -> ClassifierInfo:
+    """The categories ``answer`` was computed over: the label names must be the ones its probabilities are for."""
+    wanted = answer.revision.category_set_version
+    for _ in range(INFO_TRIES):
+        info = (await backend.health(need_info=True)).require_info()
+        if not wanted or info.category_set_version == wanted:
+            return info
+    raise BackendUnavailable("the categories changed while answering; retry")
+
+
+def _revision_headers(answer: ClassificationResult, info: ClassifierInfo) -> dict[str, str]:
+    revision = answer.revision
+    return {
+        MODEL_HEADER: revision.model_id or info.model_id,
+        CATEGORY_SET_HEADER: revision.category_set_version or info.category_set_version,
+        POLICY_HEADER: revision.policy_version or info.policy_version,
+    }
+
+
+def _error(exc: JsonRpcError, metrics: GatewayMetrics) -> Response:
+    """The REST error shape with the table's status: ``{"error", "data": {eventId, traceId, ...}}``, never the input."""
+    kind = settle(exc, METHOD)
+    metrics.errors.labels(kind.value).inc()
+    payload: dict[str, object] = {"error": exc.message}
+    data = exc.to_error().get("data")
+    if data is not None:
+        payload["data"] = data
+    return json_response(payload, status=rule_of(exc).rest_status)
