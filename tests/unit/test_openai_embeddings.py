@@ -267,8 +267,18 @@ def test_a_missing_model_is_400(client: httpx.Client) -> None:
     assert_openai_error(client.post("/v1/embeddings", json={"input": "x"}), 400, param="model")
 
 
-@pytest.mark.parametrize(("field", "value"), [("encoding_format", "int8"), ("input_type", "passage")])
-def test_unknown_enum_values_are_400_on_their_param(client: httpx.Client, field: str, value: str) -> None:
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("encoding_format", "int8"),
+        ("input_type", "passage"),
+        ("input_type", [None]),  # a list is no value of a string field (it once raised a TypeError: a 500)
+        ("encoding_format", {"a": 1}),
+        ("encoding_format", False),
+        ("input_type", ""),
+    ],
+)
+def test_unknown_enum_values_are_400_on_their_param(client: httpx.Client, field: str, value: Any) -> None:
     assert_openai_error(embed(client, input="x", **{field: value}), 400, param=field)
 
 

@@ -154,18 +154,26 @@ def parse_request(body: Any, max_inputs: int) -> EmbeddingsAsk:
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise OpenAiError(400, "model is required: the served model's id, from GET /v1/models", param="model", code="invalid_model")
-    encoding = body.get("encoding_format", "float") or "float"
-    if encoding not in ("float", "base64"):
-        raise OpenAiError(400, 'encoding_format must be "float" or "base64"', param="encoding_format", code="invalid_encoding_format")
-    input_type = body.get("input_type", "document") or "document"
-    if input_type not in INPUT_TYPES:
-        raise OpenAiError(400, 'input_type must be "query" or "document"', param="input_type", code="invalid_input_type")
+    encoding = _one_of(body, "encoding_format", ("float", "base64"), "float")
+    input_type = _one_of(body, "input_type", tuple(INPUT_TYPES), "document")
     if not isinstance(body.get("user", ""), str | None):
         raise OpenAiError(400, "user must be a string", param="user", code="invalid_user")
     dimensions = body.get("dimensions")
     if dimensions is not None and (isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions < 1):
         raise OpenAiError(400, "dimensions must be a positive integer", param="dimensions", code="invalid_dimensions")
     return EmbeddingsAsk(texts, model, INPUT_TYPES[input_type], encoding == "base64", dimensions)
+
+
+def _one_of(body: dict[str, Any], field: str, allowed: tuple[str, ...], default: str) -> str:
+    """A string field with a fixed set of values: missing or null is the default; anything else (another type
+    included: a list or an object is no value of it) is refused naming the field."""
+    value = body.get(field)
+    if value is None:
+        return default
+    if not isinstance(value, str) or value not in allowed:
+        choices = " or ".join(f'"{choice}"' for choice in allowed)
+        raise OpenAiError(400, f"{field} must be {choices}", param=field, code=f"invalid_{field}")
+    return value
 
 
 def parse_input(value: Any, max_inputs: int) -> list[str]:
