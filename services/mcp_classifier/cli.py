@@ -59,6 +59,9 @@ def _short_help(description: str | None) -> str:
     return _SENTENCE_END.split(description or "", maxsplit=1)[0].strip().rstrip(".")
 
 
+CLASSIFIER_FLAG = "classifier_flags"  # where argparse gathers each --classifier NAME=FILE
+
+
 def add_settings_flags(parser: argparse.ArgumentParser, *, show_all: bool = False) -> None:
     """Every setting is a flag of every command; --help lists the common groups, --help-all every group."""
     fields = settings_fields()
@@ -77,6 +80,15 @@ def add_settings_flags(parser: argparse.ArgumentParser, *, show_all: bool = Fals
                 help=f"{_short_help(field.description)} [{field.default}]" if shown else argparse.SUPPRESS,
                 **_flag_type(field.annotation),
             )
+        if group.name == "categories":
+            arguments.add_argument(
+                "--classifier",
+                dest=CLASSIFIER_FLAG,
+                action="append",
+                default=argparse.SUPPRESS,
+                metavar="NAME=FILE",
+                help="one more classifier on the same model (repeatable): adds to classifiers" if shown else argparse.SUPPRESS,
+            )
     if not show_all:
         parser.add_argument_group("more settings", f"{', '.join(hidden)}: see --help-all or docs/configuration.md")
 
@@ -84,12 +96,24 @@ def add_settings_flags(parser: argparse.ArgumentParser, *, show_all: bool = Fals
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """Flags given on the command line override env vars, which override defaults."""
     overrides = {name: getattr(args, name) for name in settings_fields() if hasattr(args, name)}
+    if hasattr(args, CLASSIFIER_FLAG):  # --classifier NAME=FILE, repeated: the same list as --classifiers, joined
+        overrides["classifiers"] = ",".join([*filter(None, [overrides.get("classifiers")]), *getattr(args, CLASSIFIER_FLAG)])
     return Settings(**overrides)
 
 
 # ---- commands -------------------------------------------------------------------------------
+def _named_classifiers_need_local(settings: Settings, *, local: bool) -> None:
+    """Named classifiers run on the in-process model only in this version: say so before anything starts."""
+    if settings.categories.classifiers and not local:
+        from .wiring import NAMED_NEEDS_LOCAL
+
+        raise CliError(NAMED_NEEDS_LOCAL)
+
+
 def cmd_serve(settings: Settings) -> int:
     from .util.cpus import resolve_workers
+
+    _named_classifiers_need_local(settings, local=settings.serving.backend == "local")
 
     workers = resolve_workers(settings.serving.workers, settings.serving.max_workers)
     if workers > 1:
@@ -174,6 +198,7 @@ def cmd_serve_config(settings: Settings) -> int:
 
     from .embedder.serve_config import serve_config
 
+    _named_classifiers_need_local(settings, local=False)
     sys.stdout.write(yaml.safe_dump(serve_config(settings), sort_keys=False))
     return 0
 

@@ -13,8 +13,8 @@ import signal
 import threading
 from collections.abc import Mapping
 
-from .backend.base import ReloadableBackend
-from .classify.registry import CategorySource
+from .backend.base import BackendHealth, ReloadableBackend
+from .classify.registry import DEFAULT, CategorySource
 from .classify.reload_report import FILE_CHANGE, log_reload
 
 log = logging.getLogger(__name__)
@@ -27,7 +27,7 @@ class HotReload:
         self._stop = threading.Event()
         self._lock: asyncio.Lock | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._refused = False  # the last reload was refused: a file fixed back to the live version says so
+        self._refused: set[str] = set()  # classifiers whose last reload was refused: a file fixed back to the live version says so
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -48,19 +48,35 @@ class HotReload:
                 pass
 
     async def reload(self, trigger: str) -> bool:
-        """Ask the backend chain to reload, then say in one line how it went (read from the backend's info)."""
+        """Ask the backend chain to reload every classifier, then say in one line each how it went (read from the
+        backend's info: a classifier whose versions moved went live)."""
         assert self._lock is not None
         async with self._lock:  # one reload at a time: a watch event and SIGHUP may coincide
             try:
+                before = _versions(await self._backend.health(need_info=True))
                 changed = await self._backend.reload_categories()
-                info = (await self._backend.health(need_info=True)).require_info()
+                after = await self._backend.health(need_info=True)
+                infos = after.every_info()
             except Exception:
                 log.exception("categories reload (%s) failed; the current categories stay live", trigger)
                 return False
-            log_reload(log, trigger, changed, info, refused_before=self._refused)
-            self._refused = info.reload_error is not None
+            for name, info in infos.items():
+                # One classifier: the backend's word. Several: the ones whose versions moved are the ones that went live.
+                moved = changed and (len(infos) == 1 or before.get(name) != (info.category_set_version, info.policy_version))
+                said = trigger if name == DEFAULT else f"{trigger}, classifier {name}"
+                log_reload(log, said, moved, info, refused_before=name in self._refused)
+                if info.reload_error is not None:
+                    self._refused.add(name)
+                else:
+                    self._refused.discard(name)
         return changed
 
     def _from_watch_thread(self) -> None:
         assert self._loop is not None
         asyncio.run_coroutine_threadsafe(self.reload(FILE_CHANGE), self._loop).result()
+
+
+def _versions(health: BackendHealth) -> dict[str, tuple[str, str]]:
+    """Each classifier's (category set, policy) versions, to tell which ones a reload put live."""
+    infos = health.every_info() if health.info is not None else {}
+    return {name: (info.category_set_version, info.policy_version) for name, info in infos.items()}

@@ -9,11 +9,12 @@ and ``Settings(batch_size=2)`` builds the same object as ``Settings(batching={"b
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -73,6 +74,19 @@ class CategorySettings(SettingsGroupModel):
     categories_file: Path | None = Field(
         None, description="YAML/JSON file with categories, examples and routing policy; the packaged default when unset."
     )
+    classifiers: dict[str, Path] = Field(
+        {},
+        description="More classifiers on the same model, each NAME=FILE (comma-separated; the flag --classifier NAME=FILE "
+        "repeats): each its own categories file, thresholds, routing policy, version, hot reload and cache keys, picked by "
+        "the tools' classifier argument or POST /classifiers/NAME/classify. A name is [a-z0-9_-]+; default is the "
+        "categories file. Runs on --backend local in this version.",
+    )
+
+    @field_validator("classifiers", mode="before")
+    @classmethod
+    def _parse_classifiers(cls, value: Any) -> Any:
+        return parse_classifiers(value)
+
     start_cache: bool = Field(
         True,
         description="Keep what a start computes on disk: from the categories file the examples' embeddings and the fitted "
@@ -128,6 +142,39 @@ class CategorySettings(SettingsGroupModel):
         description="How sure the language detector must be that a query is in a language outside served_languages "
         "before the answer says so (a query written mostly in a script no served language uses is always said so).",
     )
+
+
+DEFAULT_CLASSIFIER = "default"  # the categories file's classifier: the name is reserved for it
+CLASSIFIER_NAME = re.compile(r"^[a-z0-9_-]+$")  # a classifier's name goes in URLs, metric labels and cache keys
+
+
+def classifier_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a configured classifier, or None."""
+    if not CLASSIFIER_NAME.match(name):
+        return f"classifier name {name[:40]!r} must be lowercase letters, digits, '_' or '-'"
+    if name == DEFAULT_CLASSIFIER:
+        return f"the classifier name {DEFAULT_CLASSIFIER!r} is reserved for the categories file setting"
+    return None
+
+
+def parse_classifiers(value: Any) -> Any:
+    """``a=/x.yaml,b=/y.yaml`` (the env var, the flag) -> ``{"a": "/x.yaml", ...}``; a mapping as given. Names checked."""
+    if isinstance(value, str):
+        pairs: dict[str, str] = {}
+        for item in filter(None, (part.strip() for part in value.split(","))):
+            name, sep, path = item.partition("=")
+            if not sep or not name.strip() or not path.strip():
+                raise ValueError(f"classifier {item[:60]!r} is not NAME=FILE")
+            if name.strip() in pairs:
+                raise ValueError(f"classifier {name.strip()!r} is named twice")
+            pairs[name.strip()] = path.strip()
+        value = pairs
+    if isinstance(value, Mapping):
+        for name in value:
+            problem = classifier_name_problem(str(name))
+            if problem is not None:
+                raise ValueError(problem)
+    return value
 
 
 class ServingSettings(SettingsGroupModel):

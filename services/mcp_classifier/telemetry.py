@@ -160,8 +160,8 @@ class GatewayMetrics:
 
         self.answers = Counter(
             "mcp_classifier_answers",
-            "Classify answers by outcome: in_scope, out_of_scope (fits no category) or unserved_language",
-            ["outcome"],
+            "Classify answers by outcome: in_scope, out_of_scope (fits no category) or unserved_language; by classifier",
+            ["outcome", "classifier"],  # classifier: a configured name (default, or one the classifiers setting names)
             registry=self.registry,
         )
         self.unserved_languages = Counter(
@@ -220,12 +220,12 @@ class GatewayMetrics:
         if outcome != OK:
             self.door_errors.labels(label, outcome).inc()
 
-    def observe_answer(self, in_scope: bool, language_served: bool, language: str) -> None:
+    def observe_answer(self, in_scope: bool, language_served: bool, language: str, classifier: str = "default") -> None:
         if not language_served:
-            self.answers.labels("unserved_language").inc()
+            self.answers.labels("unserved_language", classifier).inc()
             self.unserved_languages.labels(language or "und").inc()
         else:
-            self.answers.labels("in_scope" if in_scope else "out_of_scope").inc()
+            self.answers.labels("in_scope" if in_scope else "out_of_scope", classifier).inc()
 
     def observe_method(self, era: str, method: str, outcome: str) -> None:
         self.mcp_methods.labels(era, method, outcome).inc()

@@ -17,7 +17,7 @@ from .backend.coalescer import BatchingOptions
 from .backend.starting import StartingBackend
 from .cache.embeddings import ToolEmbeddings
 from .classify.build import build_classifier, build_registry, fill_local_threading, model_calls_in_flight
-from .classify.registry import reloadable_sources
+from .classify.registry import category_sources, reloadable_sources
 from .protocol.classify_tools import register_classification_tools
 from .protocol.dispatcher import McpDispatcher
 from .protocol.tools import ToolRegistry
@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # torch, Ray, FastAPI and Redis are imported only by the path
     from .util.asgi import ASGIApp
 
 __all__ = [
+    "NAMED_NEEDS_LOCAL",
     "Gateway",
     "HttpDoors",
     "BuiltBackend",
@@ -52,6 +53,12 @@ __all__ = [
     "build_http_doors",
     "build_local_backend",
 ]
+
+
+NAMED_NEEDS_LOCAL = (
+    "named classifiers run on --backend local in this version: the Ray replicas and a grpc:// embedder serve the "
+    "default classifier alone (unset classifiers, or use --backend local)"
+)
 
 
 # ---- backends ----------------------------------------------------------------------------------
@@ -122,6 +129,8 @@ class BuiltBackend:
 def build_backend(settings: Settings, *, force_local: bool = False) -> BuiltBackend:
     """local, grpc://HOST:PORT, or ray (embedded Ray Serve reached over gRPC)."""
     backend = settings.serving.backend
+    if settings.categories.classifiers and not (force_local or backend == "local"):
+        raise ValueError(NAMED_NEEDS_LOCAL)
     if force_local or backend == "local":
         local = build_local_backend(settings)
         return BuiltBackend(local, "local", lambda: local.batching)
@@ -178,7 +187,8 @@ def build_dispatcher(settings: Settings, backend: ClassificationBackend, tool_fi
     """The MCP methods and tools over ``backend``: one dispatcher for every door (HTTP, stdio)."""
     registry = ToolRegistry()
     serving = settings.serving
-    register_classification_tools(registry, backend, serving.max_text_length, serving.max_batch_texts)
+    names = tuple(category_sources(settings.categories))
+    register_classification_tools(registry, backend, serving.max_text_length, serving.max_batch_texts, names)
     register_tool_filter(registry, tool_filter or build_tool_filter(settings, backend))
     return McpDispatcher(registry, list_ttl_ms=serving.list_ttl_ms)
 

@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from mcp_classifier.backend.base import BackendHealth
 from mcp_classifier.cache import CachingBackend
+from mcp_classifier.classify.registry import DEFAULT
 from mcp_classifier.classify.results import ClassificationResult
 from mcp_classifier.redis_io.metrics import RedisMetrics
 from mcp_classifier.redis_io.redis_link import RedisLink
@@ -52,10 +53,10 @@ class CountingBackend:
             health = dataclasses.replace(health, info=info)
         return health
 
-    async def predict(self, texts: Sequence[str]) -> list[ClassificationResult]:
+    async def predict(self, texts: Sequence[str], classifier: str = DEFAULT) -> list[ClassificationResult]:
         self.calls += 1
         self.texts.extend(texts)
-        return await self.inner.predict(texts)
+        return await self.inner.predict(texts, classifier)
 
 
 def make_link(url: str, metrics: RedisMetrics, **kw: Any) -> RedisLink:
@@ -213,9 +214,9 @@ async def _classify_batch_behind_the_cache(redis_server: RedisServer) -> None:
 class SlowFakeBackend(FakeBackend):
     """Classifies after a pause, as a busy model does."""
 
-    async def predict(self, texts: Sequence[str]) -> list[ClassificationResult]:
+    async def predict(self, texts: Sequence[str], classifier: str = DEFAULT) -> list[ClassificationResult]:
         await asyncio.sleep(0.3)
-        return await super().predict(texts)
+        return await super().predict(texts, classifier)
 
 
 def test_answers_a_caller_gave_up_on_still_reach_the_cache_and_whoever_joined_them(redis_server: RedisServer) -> None:

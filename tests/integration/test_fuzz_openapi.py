@@ -45,6 +45,7 @@ def test_the_document_describes_every_route() -> None:
         "/messages": {"post"},
         "/v1/tools/filter": {"post"},
         "/classify": {"post"},
+        "/classifiers/{name}/classify": {"post"},
         "/v1/embeddings": {"post"},
         "/v1/models": {"get"},
         "/health": {"get"},

@@ -11,13 +11,14 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from mcp_classifier.backend.base import BackendError, BackendHealth, EmbeddingKind
 from mcp_classifier.classify.categories import CategoryConfig, load_categories
+from mcp_classifier.classify.registry import DEFAULT, UnknownClassifier
 from mcp_classifier.classify.results import ClassificationResult, ClassifierInfo, Revision
 from mcp_classifier.classify.routing import RoutingPolicy
 
@@ -35,12 +36,15 @@ def bag_of_words_vector(text: str) -> np.ndarray:
 
 
 class FakeBackend:
-    """Deterministic answers; counts what reaches it; ``fail_with`` makes every predict raise."""
+    """Deterministic answers; counts what reaches it; ``fail_with`` makes every predict raise. ``classifiers``: more
+    classifiers by name, each its own categories file, beside ``default`` (the categories file)."""
 
-    def __init__(self, categories_file: Path | None = None) -> None:
+    def __init__(self, categories_file: Path | None = None, classifiers: Mapping[str, Path] | None = None) -> None:
         self.config: CategoryConfig = load_categories(categories_file)
         self.policy = RoutingPolicy(self.config)
+        self.configs = {DEFAULT: self.config, **{name: load_categories(path) for name, path in (classifiers or {}).items()}}
         self.calls: list[list[str]] = []
+        self.classifier_calls: list[str] = []  # the classifier each predict asked
         self.embed_calls: list[tuple[str, list[str]]] = []  # (kind, texts) of every embed call
         self.fail_with: BackendError | None = None
         self.scope_probability = 1.0  # what confidence carries beside the category's probability; under 0.5: out of scope
@@ -54,22 +58,24 @@ class FakeBackend:
         self.closed = True
 
     async def health(self, *, need_info: bool = False) -> BackendHealth:
-        return BackendHealth(ready=self.started and not self.closed and self.fail_with is None, info=self.classifier_info())
+        infos = {name: self.classifier_info(name) if name != DEFAULT else self.classifier_info() for name in self.configs}
+        return BackendHealth(ready=self.started and not self.closed and self.fail_with is None, info=infos[DEFAULT], classifiers=infos)
 
     async def reload_categories(self) -> bool:
         return False
 
-    def classifier_info(self) -> ClassifierInfo:
-        """What health() says is served: the packaged categories on a fake model."""
+    def classifier_info(self, classifier: str = DEFAULT) -> ClassifierInfo:
+        """What health() says is served: the packaged categories (or the classifier's file) on a fake model."""
+        config = self.configs[classifier] if classifier != DEFAULT else self.config
         return ClassifierInfo(
             model_id="fake-model",
             device="cpu",
             dtype="float32",
             pooling="mean",
-            categories=self.config,
-            category_set_version=self.config.category_set_version,
-            policy_version=self.config.policy_version,
-            index_size=sum(len(c.examples) for c in self.config.categories),
+            categories=config,
+            category_set_version=config.category_set_version,
+            policy_version=config.policy_version,
+            index_size=sum(len(c.examples) for c in config.categories),
             temperature=1.0,
             loo_accuracy=1.0,
         )
@@ -80,34 +86,39 @@ class FakeBackend:
             raise self.fail_with
         return np.vstack([bag_of_words_vector(t) for t in texts]) if texts else np.zeros((0, EMBEDDING_DIMENSIONS), dtype=np.float32)
 
-    async def predict(self, texts: Sequence[str]) -> list[ClassificationResult]:
+    async def predict(self, texts: Sequence[str], classifier: str = DEFAULT) -> list[ClassificationResult]:
+        if classifier not in self.configs:
+            raise UnknownClassifier(classifier, tuple(self.configs))
         self.calls.append(list(texts))
+        self.classifier_calls.append(classifier)
         if self.fail_with is not None:
             raise self.fail_with
-        return [self.answer(text) for text in texts]
+        return [self.answer(text) if classifier == DEFAULT else self.answer(text, classifier) for text in texts]
 
-    def answer(self, text: str) -> ClassificationResult:
+    def answer(self, text: str, classifier: str = DEFAULT) -> ClassificationResult:
         """What predict returns for ``text``: a stable class, TOP_PROBABILITY on it, the rest shared."""
-        n = len(self.config.categories)
+        config = self.configs[classifier] if classifier != DEFAULT else self.config
+        policy = self.policy if classifier == DEFAULT else RoutingPolicy(config)
+        n = len(config.categories)
         cls = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=4).digest(), "big") % n
         rest = (1.0 - TOP_PROBABILITY) / (n - 1)
         probabilities = tuple(TOP_PROBABILITY if i == cls else rest for i in range(n))
         confidence = TOP_PROBABILITY * self.scope_probability
-        decision = self.policy.decide(cls, confidence, text)
+        decision = policy.decide(cls, confidence, text)
         in_scope = self.scope_probability >= 0.5
         return ClassificationResult(
             class_index=cls,
-            category=self.config.categories[cls].name,
+            category=config.categories[cls].name,
             confidence=confidence,
             model=decision.model,
             use_reasoning=decision.use_reasoning,
             probabilities=probabilities,
             entropy=-sum(p * math.log(p) for p in probabilities),
             in_scope=in_scope,
-            labels=(self.config.categories[cls].name,) if in_scope else (),
+            labels=(config.categories[cls].name,) if in_scope else (),
             margin=TOP_PROBABILITY - rest,
-            revision=Revision("fake-model", self.config.category_set_version, self.config.policy_version),
+            revision=Revision("fake-model", config.category_set_version, config.policy_version),
             language="en",
             # multi_label files: the main category near the scope probability, the others well under it
-            label_scores=tuple(self.scope_probability * (0.9 if i == cls else 0.1) for i in range(n)) if self.config.multi_label else (),
+            label_scores=tuple(self.scope_probability * (0.9 if i == cls else 0.1) for i in range(n)) if config.multi_label else (),
         )

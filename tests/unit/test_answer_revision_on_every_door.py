@@ -148,6 +148,6 @@ def test_every_answer_is_counted_by_outcome_and_an_unserved_language_by_its_code
     counted = AnswerCounts(Spanish(), metrics)
     asyncio.run(counted.predict([TEXT, "¿Dónde está mi pedido?", "¿Puedo pagar con tarjeta?"]))
     page = metrics.render().decode()
-    assert 'mcp_classifier_answers_total{outcome="in_scope"} 1.0' in page
-    assert 'mcp_classifier_answers_total{outcome="unserved_language"} 2.0' in page
+    assert 'mcp_classifier_answers_total{classifier="default",outcome="in_scope"} 1.0' in page
+    assert 'mcp_classifier_answers_total{classifier="default",outcome="unserved_language"} 2.0' in page
     assert 'mcp_classifier_unserved_language_answers_total{language="es"} 2.0' in page

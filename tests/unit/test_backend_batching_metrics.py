@@ -45,7 +45,7 @@ def test_the_coalescers_queue_depth_and_batch_sizes_reach_the_gateways_metrics()
             await gate.wait()
             return texts
 
-        coalescer: RequestCoalescer[str] = RequestCoalescer(
+        coalescer: RequestCoalescer[str, str] = RequestCoalescer(
             model_stand_in, batch_size=8, batch_window_ms=LONG_WINDOW_MS, max_queue=16, request_timeout_s=10
         )
         metrics.batching.watch("local", lambda: coalescer)

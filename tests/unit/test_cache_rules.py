@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry
 
 from mcp_classifier.backend.base import BackendHealth
 from mcp_classifier.cache import CachingBackend, Versions, cache_key, normalise_text
+from mcp_classifier.classify.registry import DEFAULT
 from mcp_classifier.classify.results import ClassificationResult, ClassifierInfo
 from mcp_classifier.redis_io.metrics import RedisMetrics
 
@@ -63,7 +64,7 @@ class _GatedBackend:
         )
         return BackendHealth(ready=True, info=info)
 
-    async def predict(self, texts: Sequence[str]) -> list[ClassificationResult]:
+    async def predict(self, texts: Sequence[str], classifier: str = DEFAULT) -> list[ClassificationResult]:
         self.calls += 1
         await self.gate.wait()
         return [

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..classify.registry import DEFAULT
 from ..classify.results import ClassificationResult
 from ..telemetry import GatewayMetrics
 from .base import BackendWrapper, ClassificationBackend, reload_categories_of
@@ -17,10 +18,10 @@ class AnswerCounts(BackendWrapper):
         super().__init__(inner)
         self._metrics = metrics
 
-    async def predict(self, texts: Sequence[str]) -> list[ClassificationResult]:
-        results = await self.inner.predict(texts)
+    async def predict(self, texts: Sequence[str], classifier: str = DEFAULT) -> list[ClassificationResult]:
+        results = await self.inner.predict(texts, classifier)
         for result in results:
-            self._metrics.observe_answer(result.in_scope, result.language_served, result.language)
+            self._metrics.observe_answer(result.in_scope, result.language_served, result.language, classifier)
         return results
 
     async def reload_categories(self) -> bool:

@@ -7,10 +7,11 @@ and only the wrappers that must hear of one pass it on.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
+from ..classify.registry import DEFAULT, UnknownClassifier
 from ..classify.results import ClassificationResult, ClassifierInfo
 
 if TYPE_CHECKING:
@@ -46,22 +47,39 @@ class BackendHealth:
     caller that needs the info calls ``require_info()`` and gets the error the backend met."""
 
     ready: bool
-    info: ClassifierInfo | None = None
+    info: ClassifierInfo | None = None  # the default classifier's
     detail: str | None = None  # why not ready, or why no info
     error: BackendError | None = field(default=None, compare=False, repr=False)  # what require_info raises
+    # Every classifier served, by name, the default's included; empty where the backend serves the default alone.
+    classifiers: Mapping[str, ClassifierInfo] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def failed(cls, error: BackendError, *, ready: bool = False) -> BackendHealth:
         """No info, because of ``error``: its kind and message reach the caller that needed the info."""
         return cls(ready=ready, detail=str(error), error=error)
 
-    def require_info(self) -> ClassifierInfo:
-        """The info, or the error that kept it from the caller (BackendUnavailable where none was met)."""
-        if self.info is not None:
+    @property
+    def known(self) -> tuple[str, ...]:
+        """The names of the classifiers served."""
+        return tuple(self.classifiers) or (DEFAULT,)
+
+    def every_info(self) -> dict[str, ClassifierInfo]:
+        """Each classifier's info by name, the default's first (``info``, which wins over an entry of that name)."""
+        return {DEFAULT: self.require_info(), **{name: info for name, info in self.classifiers.items() if name != DEFAULT}}
+
+    def require_info(self, classifier: str = DEFAULT) -> ClassifierInfo:
+        """The info of ``classifier``, or the error that kept it from the caller (BackendUnavailable where none was
+        met; UnknownClassifier, with the names served, where the backend serves none of that name)."""
+        if self.info is None:
+            if self.error is not None:
+                raise self.error
+            raise BackendUnavailable(self.detail or NO_INFO)
+        if classifier == DEFAULT:
             return self.info
-        if self.error is not None:
-            raise self.error
-        raise BackendUnavailable(self.detail or NO_INFO)
+        info = self.classifiers.get(classifier)
+        if info is None:
+            raise UnknownClassifier(classifier, self.known)
+        return info
 
 
 @runtime_checkable
@@ -83,8 +101,9 @@ class ClassificationBackend(Protocol):
         predict would, and info gone stale is fetched. A BackendError is kept in the answer, never raised.
         """
 
-    async def predict(self, texts: Sequence[str]) -> list[ClassificationResult]:
-        """One result per text, in order, each with probabilities (callers drop them when not asked for)."""
+    async def predict(self, texts: Sequence[str], classifier: str = DEFAULT) -> list[ClassificationResult]:
+        """One result per text, in order, each with probabilities (callers drop them when not asked for), from the
+        classifier of that name; UnknownClassifier (with the names served) where there is none."""
 
     async def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> np.ndarray:
         """(len(texts), d) unit-length float32 vectors in one model call: queries with the model's
@@ -128,8 +147,8 @@ class BackendWrapper:
     async def health(self, *, need_info: bool = False) -> BackendHealth:
         return await self.inner.health(need_info=need_info)
 
-    async def predict(self, texts: Sequence[str]) -> list[ClassificationResult]:
-        return await self.inner.predict(texts)
+    async def predict(self, texts: Sequence[str], classifier: str = DEFAULT) -> list[ClassificationResult]:
+        return await self.inner.predict(texts, classifier)
 
     async def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> np.ndarray:
         return await self.inner.embed(texts, kind)

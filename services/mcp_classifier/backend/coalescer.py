@@ -25,9 +25,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+ItemT = TypeVar("ItemT")  # what one request asks about each of its texts: the text, or the text and its classifier
 ResultT = TypeVar("ResultT")
-# (texts, the OTel context of each caller) -> one result per text
-BatchFunction = Callable[[list[str], list[otel_context.Context]], Awaitable[Sequence[ResultT]]]
+# (items, the OTel context of each caller) -> one result per item
+BatchFunction = Callable[[list[ItemT], list[otel_context.Context]], Awaitable[Sequence[ResultT]]]
 
 
 @dataclass(frozen=True)
@@ -53,16 +54,16 @@ class BatchingOptions:
 
 
 @dataclass
-class _Pending(Generic[ResultT]):
-    texts: Sequence[str]
+class _Pending(Generic[ItemT, ResultT]):
+    texts: Sequence[ItemT]
     context: otel_context.Context
     future: asyncio.Future[list[ResultT]] = field(repr=False)
 
 
-class RequestCoalescer(Generic[ResultT]):
+class RequestCoalescer(Generic[ItemT, ResultT]):
     def __init__(
         self,
-        run_batch: BatchFunction[ResultT],
+        run_batch: BatchFunction[ItemT, ResultT],
         *,
         batch_size: int,
         batch_window_ms: float,
@@ -79,7 +80,7 @@ class RequestCoalescer(Generic[ResultT]):
         self._regroup_wait = regroup_wait  # a fraction of the last batch's time (see _wait_plan)
         self._timeout_s = request_timeout_s
         self._max_queue = max_queue
-        self._queue: asyncio.Queue[_Pending[ResultT]] | None = None
+        self._queue: asyncio.Queue[_Pending[ItemT, ResultT]] | None = None
         self._slots: asyncio.Semaphore | None = None
         self._max_concurrent = max_concurrent_batches
         self._worker: asyncio.Task[None] | None = None
@@ -88,14 +89,14 @@ class RequestCoalescer(Generic[ResultT]):
         self._last_batch_s = 0.0
         self._crowd = 0  # texts in the server (running or queued) as the last batch ended
         self._in_flight_texts = 0
-        self._forming: list[_Pending[ResultT]] = []  # taken from the queue, not yet sent: close() fails them too
+        self._forming: list[_Pending[ItemT, ResultT]] = []  # taken from the queue, not yet sent: close() fails them too
         self.batches_run = 0
         self.batch_sizes = BatchSizes()  # every batch sent, read by the metrics exporter at scrape time
 
     @classmethod
     def from_options(
-        cls, run_batch: BatchFunction[ResultT], options: BatchingOptions, *, request_timeout_s: float
-    ) -> RequestCoalescer[ResultT]:
+        cls, run_batch: BatchFunction[ItemT, ResultT], options: BatchingOptions, *, request_timeout_s: float
+    ) -> RequestCoalescer[ItemT, ResultT]:
         """The coalescer a backend puts in front of its model calls."""
         return cls(
             run_batch,
@@ -137,7 +138,7 @@ class RequestCoalescer(Generic[ResultT]):
             if not pending.future.done():
                 pending.future.set_exception(BackendUnavailable("the server is shutting down"))
 
-    async def submit(self, texts: Sequence[str]) -> list[ResultT]:
+    async def submit(self, texts: Sequence[ItemT]) -> list[ResultT]:
         if not self.running or self._queue is None:
             raise BackendUnavailable("the batcher is not running")
         future: asyncio.Future[list[ResultT]] = asyncio.get_running_loop().create_future()
@@ -153,7 +154,7 @@ class RequestCoalescer(Generic[ResultT]):
         except TimeoutError:
             raise BackendTimeout(f"{self._work} took longer than {self._timeout_s:g} s") from None
 
-    async def _gather_batch(self) -> list[_Pending[ResultT]]:
+    async def _gather_batch(self) -> list[_Pending[ItemT, ResultT]]:
         assert self._queue is not None
         loop = asyncio.get_running_loop()
         batch = self._forming = [await self._queue.get()]
@@ -237,7 +238,7 @@ class RequestCoalescer(Generic[ResultT]):
             self._in_flight.add(task)
             task.add_done_callback(self._in_flight.discard)
 
-    async def _execute(self, batch: list[_Pending[ResultT]]) -> None:
+    async def _execute(self, batch: list[_Pending[ItemT, ResultT]]) -> None:
         assert self._slots is not None
         texts = [t for p in batch for t in p.texts]
         started = time.perf_counter()

@@ -23,6 +23,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, stop
 
 from ..api.convert import info_from_proto, results_from_proto, vectors_from_bytes
 from ..api.v1 import classifier_pb2 as pb
+from ..classify.registry import DEFAULT, UnknownClassifier
 from ..classify.results import ClassificationResult, ClassifierInfo
 from .base import BackendError, BackendHealth, BackendOverloaded, BackendTimeout, BackendUnavailable, EmbeddingKind
 from .coalescer import BatchingOptions, RequestCoalescer
@@ -121,7 +122,7 @@ class GrpcBackend:
         self._coalescer = RequestCoalescer.from_options(self._predict_batch, batching, request_timeout_s=timeout_s)
 
     @property
-    def batching(self) -> RequestCoalescer[ClassificationResult]:
+    def batching(self) -> RequestCoalescer[str, ClassificationResult]:
         """The batcher that turns many requests into one Classify call: exported like the local backend's."""
         return self._coalescer
 
@@ -185,7 +186,10 @@ class GrpcBackend:
         except LookupError:
             raise BackendUnavailable("the gRPC backend is not started") from None
 
-    async def predict(self, texts: Sequence[str]) -> list[ClassificationResult]:
+    async def predict(self, texts: Sequence[str], classifier: str = DEFAULT) -> list[ClassificationResult]:
+        """The replicas serve the default classifier alone in this version: any other name is refused."""
+        if classifier != DEFAULT:
+            raise UnknownClassifier(classifier, (DEFAULT,))
         if not texts:
             return []
         return await self._coalescer.submit(texts)

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 from opentelemetry import context as otel_context
 
+from ..classify.registry import DEFAULT, UnknownClassifier
 from ..classify.results import ClassificationResult
 from .base import BackendHealth, BackendTimeout, BackendUnavailable, EmbeddingKind
 from .coalescer import BatchingOptions, RequestCoalescer
@@ -17,7 +18,10 @@ NOT_LOADED = "the in-process classifier is not loaded yet"
 
 
 class LocalBatchingBackend:
-    """Keeps the event loop free: the model runs on its own worker, fed by a bounded queue."""
+    """Keeps the event loop free: the model runs on its own worker, fed by a bounded queue.
+
+    Every classifier of the process shares the one queue: a batch carries (classifier, text) pairs, and the worker's
+    registry embeds each text once for all the classifiers that asked about it with the same query prompt."""
 
     def __init__(
         self,
@@ -36,7 +40,7 @@ class LocalBatchingBackend:
         return self._coalescer.batches_run
 
     @property
-    def batching(self) -> RequestCoalescer[ClassificationResult]:
+    def batching(self) -> RequestCoalescer[tuple[str, str], ClassificationResult]:
         """The batcher in front of the model: its queue depth and batch sizes are exported at scrape time."""
         return self._coalescer
 
@@ -54,10 +58,11 @@ class LocalBatchingBackend:
         return await self.worker.reload_categories()
 
     async def health(self, *, need_info: bool = False) -> BackendHealth:
-        """Cheap either way: the info is the loaded classifier's own, in this process."""
+        """Cheap either way: the info is the loaded classifiers' own, in this process."""
         if not self._started:
             return BackendHealth(ready=False, detail=NOT_LOADED)
-        return BackendHealth(ready=self._coalescer.running, info=await self.worker.info())
+        infos = await self.worker.infos()
+        return BackendHealth(ready=self._coalescer.running, info=infos[DEFAULT], classifiers=infos)
 
     async def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> np.ndarray:
         """One model call for the whole list, outside the predict batches, bounded by the request timeout."""
@@ -68,10 +73,12 @@ class LocalBatchingBackend:
         except TimeoutError:
             raise BackendTimeout(f"embedding {len(texts)} texts took longer than {self._timeout_s:g} s") from None
 
-    async def predict(self, texts: Sequence[str]) -> list[ClassificationResult]:
+    async def predict(self, texts: Sequence[str], classifier: str = DEFAULT) -> list[ClassificationResult]:
+        if classifier != DEFAULT and self._started and classifier not in self.worker.names:
+            raise UnknownClassifier(classifier, self.worker.names)
         if not texts:
             return []
-        return await self._coalescer.submit(texts)
+        return await self._coalescer.submit([(classifier, text) for text in texts])
 
-    async def _predict_batch(self, texts: list[str], _: list[otel_context.Context]) -> list[ClassificationResult]:
-        return await self.worker.classify(texts)
+    async def _predict_batch(self, asked: list[tuple[str, str]], _: list[otel_context.Context]) -> list[ClassificationResult]:
+        return await self.worker.classify(asked)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from ..classify.registry import DEFAULT
 from ..classify.results import ClassificationResult, ClassifierInfo
 
 if TYPE_CHECKING:  # torch and transformers load on the model thread, not at import: the doors open first
@@ -18,9 +19,16 @@ if TYPE_CHECKING:  # torch and transformers load on the model thread, not at imp
 
 
 class ModelWorker(Protocol):
+    """Where the model runs. ``classify`` takes (classifier name, text) pairs: one batch may ask several classifiers."""
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The classifiers served, by name (known once started)."""
+
     async def start(self) -> ClassifierInfo: ...
-    async def classify(self, texts: list[str]) -> list[ClassificationResult]: ...
+    async def classify(self, asked: list[tuple[str, str]]) -> list[ClassificationResult]: ...
     async def info(self) -> ClassifierInfo: ...
+    async def infos(self) -> dict[str, ClassifierInfo]: ...
     async def reload_categories(self) -> bool: ...
     async def embed(self, texts: list[str], kind: str) -> np.ndarray: ...
     def close(self) -> None: ...
@@ -45,23 +53,31 @@ class ThreadModelWorker:
         self.classifier = self.registry.get()
         return self.classifier.info
 
-    async def classify(self, texts: list[str]) -> list[ClassificationResult]:
-        assert self.classifier is not None
-        return await asyncio.get_running_loop().run_in_executor(self._executor, self.classifier.classify, texts)
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.registry.names if self.registry is not None else ()
+
+    async def classify(self, asked: list[tuple[str, str]]) -> list[ClassificationResult]:
+        assert self.registry is not None
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self.registry.classify, asked)
 
     async def info(self) -> ClassifierInfo:
         assert self.classifier is not None
         return self.classifier.info
+
+    async def infos(self) -> dict[str, ClassifierInfo]:
+        registry = self.registry
+        assert registry is not None
+        return {name: registry.get(name).info for name in registry.names}
 
     async def embed(self, texts: list[str], kind: str) -> np.ndarray:
         assert self.classifier is not None
         return await asyncio.get_running_loop().run_in_executor(self._executor, self.classifier.embed, texts, kind)
 
     async def reload_categories(self) -> bool:
-        """The registry re-reads the file on a model thread, off the event loop; a new index goes live in one swap."""
+        """The registry re-reads every classifier's file on a model thread, off the event loop; each new index goes live in one swap."""
         assert self.registry is not None
-        reloaded = await asyncio.get_running_loop().run_in_executor(self._executor, self.registry.reload)
-        return reloaded.changed
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self.registry.reload_all)
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
@@ -82,9 +98,9 @@ def _child_init(settings_json: str) -> None:
     _child_classifier = _child_registry.get()
 
 
-def _child_classify(texts: list[str]) -> list[ClassificationResult]:
-    assert _child_classifier is not None
-    return _child_classifier.classify(texts)
+def _child_classify(asked: list[tuple[str, str]]) -> list[ClassificationResult]:
+    assert _child_registry is not None
+    return _child_registry.classify(asked)
 
 
 def _child_embed(texts: list[str], kind: str) -> np.ndarray:
@@ -92,14 +108,15 @@ def _child_embed(texts: list[str], kind: str) -> np.ndarray:
     return _child_classifier.embed(texts, kind)
 
 
-def _child_info() -> ClassifierInfo:
-    assert _child_classifier is not None
-    return _child_classifier.info
+def _child_infos() -> dict[str, ClassifierInfo]:
+    registry = _child_registry
+    assert registry is not None
+    return {name: registry.get(name).info for name in registry.names}
 
 
 def _child_reload() -> bool:
     assert _child_registry is not None
-    return _child_registry.reload().changed
+    return _child_registry.reload_all()
 
 
 class ProcessModelWorker:
@@ -120,28 +137,34 @@ class ProcessModelWorker:
             for _ in range(processes)
         ]
         self._idle: asyncio.Queue[ProcessPoolExecutor] | None = None
-        self._info: ClassifierInfo | None = None
+        self._infos: dict[str, ClassifierInfo] = {}
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._infos)
 
     async def start(self) -> ClassifierInfo:
         loop = asyncio.get_running_loop()
-        infos = await asyncio.gather(*(loop.run_in_executor(e, _child_info) for e in self._executors))
+        infos = await asyncio.gather(*(loop.run_in_executor(e, _child_infos) for e in self._executors))
         self._idle = asyncio.Queue()
         for executor in self._executors:
             self._idle.put_nowait(executor)
-        self._info = infos[0]
-        return self._info
+        self._infos = infos[0]
+        return self._infos[DEFAULT]
 
-    async def classify(self, texts: list[str]) -> list[ClassificationResult]:
+    async def classify(self, asked: list[tuple[str, str]]) -> list[ClassificationResult]:
         assert self._idle is not None
         executor = await self._idle.get()
         try:
-            return await asyncio.get_running_loop().run_in_executor(executor, _child_classify, texts)
+            return await asyncio.get_running_loop().run_in_executor(executor, _child_classify, asked)
         finally:
             self._idle.put_nowait(executor)
 
     async def info(self) -> ClassifierInfo:
-        assert self._info is not None
-        return self._info
+        return self._infos[DEFAULT]
+
+    async def infos(self) -> dict[str, ClassifierInfo]:
+        return self._infos
 
     async def embed(self, texts: list[str], kind: str) -> np.ndarray:
         assert self._idle is not None
@@ -155,7 +178,7 @@ class ProcessModelWorker:
         """Every process's registry reloads (each between its own batches); info follows the first."""
         loop = asyncio.get_running_loop()
         changed = await asyncio.gather(*(loop.run_in_executor(e, _child_reload) for e in self._executors))
-        self._info = await loop.run_in_executor(self._executors[0], _child_info)
+        self._infos = await loop.run_in_executor(self._executors[0], _child_infos)
         return any(changed)
 
     def close(self) -> None:

@@ -15,6 +15,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ..classify.registry import DEFAULT
 from ..classify.results import ClassificationResult
 from .base import BackendHealth, BackendUnavailable, BackendWrapper, ClassificationBackend, EmbeddingKind, reload_categories_of
 
@@ -112,9 +113,9 @@ class StartingBackend(BackendWrapper):
             return BackendHealth(ready=False, detail=why)
         return await self.inner.health()
 
-    async def predict(self, texts: Sequence[str]) -> list[ClassificationResult]:
+    async def predict(self, texts: Sequence[str], classifier: str = DEFAULT) -> list[ClassificationResult]:
         await self._started()
-        return await self.inner.predict(texts)
+        return await self.inner.predict(texts, classifier)
 
     async def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> np.ndarray:
         await self._started()

@@ -3,8 +3,9 @@
 It wraps any backend (local, grpc, ray), so the cache sits in the gateway whatever runs the
 model. Per text:
 
-1. the key is hash(model id, category-set version, policy version, normalised text), the
-   versions coming from the inner backend's info (``health(need_info=True)``, re-read at most every ``info_ttl_s``);
+1. the key is hash(classifier name, model id, category-set version, policy version, normalised text), the
+   versions coming from the inner backend's info of that classifier (``health(need_info=True)``, re-read at most
+   every ``info_ttl_s``), so two classifiers never share an entry;
 2. identical lookups already in flight in this process are joined (single-flight): 50 identical
    concurrent misses make one inner call; different concurrent lookups share one MGET;
 3. a hit is decoded into the same ClassificationResult a fresh call gives (the value is the full
@@ -27,6 +28,7 @@ from typing import Any
 import orjson
 
 from ..backend.base import BackendHealth, BackendWrapper, ClassificationBackend, reload_categories_of
+from ..classify.registry import DEFAULT, UnknownClassifier
 from ..classify.results import ClassificationResult, ClassifierInfo
 from ..redis_io.metrics import RedisMetrics
 from ..redis_io.redis_link import RedisLink
@@ -77,10 +79,10 @@ class CachingBackend(BackendWrapper):
         self.max_value_bytes = max_value_bytes
         self.info_ttl_s = info_ttl_s
         self.key_prefix = key_prefix
-        self._versions: Versions | None = None
+        self._versions: dict[str, Versions] = {}  # by classifier name: every classifier the inner backend serves
         self._versions_at = 0.0
-        self._versions_refresh: asyncio.Future[Versions] | None = None
-        self._keys: KeyBuilder | None = None
+        self._versions_refresh: asyncio.Future[dict[str, Versions]] | None = None
+        self._keys: dict[str, KeyBuilder] = {}
         self._decoded: dict[bytes, ClassificationResult] = {}
         self._inflight: dict[str, asyncio.Future[ClassificationResult]] = {}
         self._writes: set[asyncio.Task[None]] = set()  # write-behinds and batched lookups in flight
@@ -98,7 +100,7 @@ class CachingBackend(BackendWrapper):
         """Always the inner backend's; info read for a caller that needs it re-keys the cache at once on a version change."""
         health = await self.inner.health(need_info=need_info)
         if need_info and health.info is not None:
-            self._remember_versions(health.info)
+            self._remember_versions(health)
         return health
 
     async def reload_categories(self) -> bool:
@@ -111,14 +113,16 @@ class CachingBackend(BackendWrapper):
             pass
         return changed
 
-    async def predict(self, texts: Sequence[str]) -> list[ClassificationResult]:
+    async def predict(self, texts: Sequence[str], classifier: str = DEFAULT) -> list[ClassificationResult]:
         if not texts:
             return []
         try:
-            versions = await self.versions()
+            versions = await self.versions(classifier)
+        except UnknownClassifier:
+            raise
         except Exception:  # noqa: BLE001 - no versions, no safe key: let the backend answer (or fail) alone
             self.metrics.bypassed.labels("backend_info").inc(len(texts))
-            return await self.inner.predict(texts)
+            return await self.inner.predict(texts, classifier)
 
         results: list[ClassificationResult | None] = [None] * len(texts)
         leads: dict[str, _Lead] = {}
@@ -126,9 +130,9 @@ class CachingBackend(BackendWrapper):
         uncached: list[int] = []
         inflight = self._inflight
         loop = asyncio.get_running_loop()
-        keys = self._keys
+        keys = self._keys.get(classifier)
         if keys is None or keys.versions is not versions:
-            keys = self._keys = KeyBuilder(versions, self.key_prefix)
+            keys = self._keys[classifier] = KeyBuilder(versions, self.key_prefix)
         for i, text in enumerate(texts):
             if len(text) > self.max_text_chars:
                 uncached.append(i)
@@ -156,33 +160,38 @@ class CachingBackend(BackendWrapper):
                 try:
                     results[i] = await asyncio.shield(future)
                 except _LeaderGone:
-                    (results[i],) = await self.predict([text])
+                    (results[i],) = await self.predict([text], classifier)
         return results  # type: ignore[return-value]  # every slot is filled above
 
     # ---- versions (cache keys change the moment the backend's versions do) --------------------
-    async def versions(self) -> Versions:
-        versions = self._versions
-        if versions is not None and time.monotonic() - self._versions_at < self.info_ttl_s:
-            return versions
-        # One info read refreshes for everybody waiting (it may be an RPC or an IPC).
-        if self._versions_refresh is None:
-            self._versions_refresh = asyncio.ensure_future(self._refresh_versions())
-        refresh = self._versions_refresh
-        return await asyncio.shield(refresh)
+    async def versions(self, classifier: str = DEFAULT) -> Versions:
+        """What keys ``classifier``'s answers now; UnknownClassifier where the backend serves none of that name."""
+        every = self._versions
+        if not every or time.monotonic() - self._versions_at >= self.info_ttl_s:
+            # One info read refreshes for everybody waiting (it may be an RPC or an IPC).
+            if self._versions_refresh is None:
+                self._versions_refresh = asyncio.ensure_future(self._refresh_versions())
+            every = await asyncio.shield(self._versions_refresh)
+        versions = every.get(classifier)
+        if versions is None:
+            raise UnknownClassifier(classifier, tuple(every))
+        return versions
 
-    async def _refresh_versions(self) -> Versions:
+    async def _refresh_versions(self) -> dict[str, Versions]:
         try:
-            return self._remember_versions((await self.inner.health(need_info=True)).require_info())
+            return self._remember_versions(await self.inner.health(need_info=True))
         finally:
             self._versions_refresh = None
 
-    def _remember_versions(self, info: ClassifierInfo) -> Versions:
-        versions = Versions(info.model_id, info.category_set_version, info.policy_version, info.scoring, info.language_policy)
-        # Replaced only on a change: predict() rebuilds its key hasher when this object changes.
-        if versions != self._versions:
-            if self._versions is not None:
-                log.info("cache: classifier versions changed %s -> %s; new cache keys from now on", self._versions, versions)
-            self._versions = versions
+    def _remember_versions(self, health: BackendHealth) -> dict[str, Versions]:
+        for name, info in health.every_info().items():
+            versions = _versions_of(name, info)
+            # Replaced only on a change: predict() rebuilds its key hasher when this object changes.
+            before = self._versions.get(name)
+            if versions != before:
+                if before is not None:
+                    log.info("cache: classifier %r versions changed %s -> %s; new cache keys from now on", name, before, versions)
+                self._versions[name] = versions
         self._versions_at = time.monotonic()
         return self._versions
 
@@ -366,7 +375,7 @@ class CachingBackend(BackendWrapper):
             link = self.link
             # Versions changed while the backend worked: the answer may come from either side of
             # the change, so it is not stored under a key that claims one of them.
-            if link is None or versions != self._versions:
+            if link is None or versions != self._versions.get(versions.classifier):
                 return
             values: dict[str, bytes] = {}
             for key, future in entries.items():
@@ -394,3 +403,7 @@ class CachingBackend(BackendWrapper):
             for key, future in entries.items():
                 if self._inflight.get(key) is future:
                     del self._inflight[key]
+
+
+def _versions_of(name: str, info: ClassifierInfo) -> Versions:
+    return Versions(info.model_id, info.category_set_version, info.policy_version, info.scoring, info.language_policy, name)

@@ -52,7 +52,7 @@ class ToolEmbeddings:
         self.backend = backend
         self.document_chunk = document_chunk  # texts per background model call
         self.deadline_s = query_timeout_s  # how long a request waits for its tools' vectors
-        self._queries: RequestCoalescer[np.ndarray] = RequestCoalescer(
+        self._queries: RequestCoalescer[str, np.ndarray] = RequestCoalescer(
             self._embed_queries,
             batch_size=query_batch_size,
             batch_window_ms=query_batch_window_ms,

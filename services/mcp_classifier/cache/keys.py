@@ -22,6 +22,8 @@ class Versions(NamedTuple):
     # Which languages are served and how sure the detector must be (ClassifierInfo.language_policy): a change
     # turns answers in_scope false or back for the same text.
     languages: str = ""
+    # Which classifier of the process answered: two classifiers never share an entry, even on files alike.
+    classifier: str = "default"
 
 
 def normalise_text(text: str) -> str:

@@ -45,7 +45,8 @@ def build_registry(settings: Settings, registry: ClassifierRegistry | None = Non
     ``registry``: its sources read already (``doctor`` checks the file before the model loads); else read here.
     """
     registry = registry or ClassifierRegistry.read(settings.categories)
-    # The encoder puts the default file's instruction before every query (query-instructed models).
+    # The encoder puts the default file's instruction before every query (query-instructed models); a classifier
+    # whose file names another gets a view of the same model with its own (TextEncoder.for_instruction).
     model = load_model(settings, instruction=registry.config(DEFAULT).instruction)
     return registry.build(functools.partial(classifier_on, model, settings.categories))
 
@@ -67,7 +68,7 @@ def classifier_on(model: SharedModel, categories: CategorySettings, config: Cate
     # BLAS library loaded by now (a limit leaves those loaded later alone).
     threadpool_limits(limits=1, user_api="blas")
     return Classifier(
-        model.encoder,
+        model.encoder.for_instruction(config.instruction),  # the same encoder where the instruction is the default's
         config,
         categories.scoring_method,
         categories.lexical_scoring,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -20,6 +21,7 @@ from .scoring import entropy_nats
 from .start_cache import StartCache
 
 log = logging.getLogger(__name__)
+_State = tuple[CategoryConfig, CategoryIndex, RoutingPolicy, Revision]
 # Where out-of-scope detection is off, a second category joins labels when it holds this much of the probability.
 LABEL_PROBABILITY = 0.25
 
@@ -62,7 +64,7 @@ class Classifier:
         # The versions hash the whole file: worked out once here, not on every info read (each Classify RPC) or answer.
         revision = Revision(self.encoder.info.model_id, config.category_set_version, config.policy_version)
         # One assignment swaps everything together, so a concurrent batch sees old or new, never a mix.
-        self._state = (config, index, RoutingPolicy(config), revision)
+        self._state: _State = (config, index, RoutingPolicy(config), revision)
         log.info(
             "category index built: %d categories, %d vectors, scoring %s (asked: %s), temperature %.4f, held-out accuracy %.3f",
             len(config.categories),
@@ -125,14 +127,23 @@ class Classifier:
         return np.asarray(self.encoder.embedding_part(features), dtype=np.float32)
 
     def classify(self, texts: Sequence[str]) -> list[ClassificationResult]:
-        config, index, policy, revision = self._state
+        state = self._state  # one read: a reload meanwhile swaps the next batch's, never half of this one
         if not texts:
             return []
-        if index.uses_tokens:  # token vectors from the same forward as the pooled ones
-            vectors, tokens = self.encoder.encode_with_tokens(texts, query=True)
+        vectors, tokens = query_features(self.encoder, texts, tokens=state[1].uses_tokens)
+        return self.decide(state, texts, vectors, tokens)
+
+    @property
+    def state(self) -> _State:
+        """The live categories, index, policy and revision, read together (classify_together holds one per batch)."""
+        return self._state
+
+    def decide(self, state: _State, texts: Sequence[str], vectors: np.ndarray, tokens: list[Any] | None) -> list[ClassificationResult]:
+        """The answers for ``texts`` from their query features (and token vectors where the index scores them)."""
+        config, index, policy, revision = state
+        if tokens is not None and index.uses_tokens:
             probs = index.probabilities(vectors, list(texts), tokens)
         else:
-            vectors = self.encoder.encode_queries(texts)
             probs = index.probabilities(vectors, list(texts))
         label_scores = np.zeros((len(texts), 0))  # per-category independent scores: multi_label files only
         if index.scope is not None:
@@ -174,3 +185,42 @@ class Classifier:
                 )
             )
         return results
+
+
+def query_features(encoder: TextEncoder, texts: Sequence[str], *, tokens: bool) -> tuple[np.ndarray, list[Any] | None]:
+    """Queries' features, with each one's token vectors from the same forward where ``tokens`` (token matching)."""
+    if tokens:
+        return encoder.encode_with_tokens(texts, query=True)
+    return encoder.encode_queries(texts), None
+
+
+def classify_together(asked: Sequence[tuple[Classifier, str]]) -> list[ClassificationResult]:
+    """(classifier, text) pairs on one model -> one result each, in order.
+
+    The query vectors depend on the model, the prompt before the query and the text, not on the classifier: the
+    classifiers that put the same prompt before queries (the same instruction, or a model that takes none) share
+    one embedding call, and a text asked of several of them is embedded once.
+    """
+    states = {id(c): c.state for c, _ in asked}  # each classifier's live state, read once for the whole batch
+    by_prompt: dict[str, tuple[TextEncoder, dict[str, int], list[bool]]] = {}
+    for classifier, text in asked:
+        encoder, rows, wants_tokens = by_prompt.setdefault(classifier.encoder.query_prefix, (classifier.encoder, {}, [False]))
+        rows.setdefault(text, len(rows))
+        wants_tokens[0] = wants_tokens[0] or states[id(classifier)][1].uses_tokens
+    features = {prompt: query_features(encoder, list(rows), tokens=wanted[0]) for prompt, (encoder, rows, wanted) in by_prompt.items()}
+    positions: dict[int, list[int]] = {}
+    for i, (classifier, _) in enumerate(asked):
+        positions.setdefault(id(classifier), []).append(i)
+    results: list[ClassificationResult | None] = [None] * len(asked)
+    for at in positions.values():
+        classifier = asked[at[0]][0]
+        texts = [asked[i][1] for i in at]
+        rows = by_prompt[classifier.encoder.query_prefix][1]
+        vectors, tokens = features[classifier.encoder.query_prefix]
+        picked = [rows[t] for t in texts]
+        answers = classifier.decide(
+            states[id(classifier)], texts, vectors[picked], [tokens[r] for r in picked] if tokens is not None else None
+        )
+        for i, answer in zip(at, answers):
+            results[i] = answer
+    return results  # type: ignore[return-value]  # every slot is filled above

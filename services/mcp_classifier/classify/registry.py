@@ -3,9 +3,9 @@
 The one road of a categories file, for every backend and command: the setting names a source
 (``category_sources``), the registry reads and validates it (``categories.load_categories``), a
 builder fits a Classifier on the process's one model (``build.build_registry``), and a reload
-re-reads the same source and swaps the new index in, or keeps the live one and says why. Today
-there is one classifier, ``default`` (the categories file setting, or the packaged file); more
-names are more entries here.
+re-reads the same source and swaps the new index in, or keeps the live one and says why. The
+classifier ``default`` is the categories file setting (or the packaged file); the ``classifiers``
+setting names more, each its own file, all fitted on the one model.
 
 Pure: no model is loaded here (the builder is handed in), and nothing web, network or cluster.
 """
@@ -13,22 +13,36 @@ Pure: no model is loaded here (the builder is handed in), and nothing web, netwo
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..settings import CategorySettings
+from ..settings import DEFAULT_CLASSIFIER, CategorySettings
 from ..util.file_watch import watch_file_in_thread
 from .categories import CategoryConfig, CategoryFileError, load_categories
 
 if TYPE_CHECKING:  # the classifier imports the engine (torch): the gateway reads sources without it
     from .classifier import Classifier
+    from .results import ClassificationResult
 
-DEFAULT = "default"  # today's one classifier: the categories file setting, or the packaged default
+DEFAULT = DEFAULT_CLASSIFIER  # the categories file setting, or the packaged default; reserved for it
 PACKAGED = "the packaged default categories"
 
 ClassifierBuilder = Callable[[CategoryConfig], "Classifier"]
+
+
+class UnknownClassifier(KeyError):
+    """A request named a classifier this process does not serve; the message lists the ones it does."""
+
+    def __init__(self, name: str, known: Sequence[str]) -> None:
+        self.name = name
+        self.known = tuple(known)
+        shown = name if len(name) <= 40 else name[:40] + "..."  # never echo a long input back
+        super().__init__(f"no classifier named {shown!r} (known: {', '.join(self.known) or 'none'})")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 @dataclass(frozen=True)
@@ -61,8 +75,10 @@ class CategorySource:
 
 
 def category_sources(categories: CategorySettings) -> dict[str, CategorySource]:
-    """Each classifier's source by name, from the settings: today only ``default``."""
-    return {DEFAULT: CategorySource(categories.categories_file)}
+    """Each classifier's source by name, from the settings: ``default`` first, then the named ones."""
+    sources = {DEFAULT: CategorySource(categories.categories_file)}
+    sources.update((name, CategorySource(path)) for name, path in categories.classifiers.items())
+    return sources
 
 
 def reloadable_sources(categories: CategorySettings) -> dict[str, CategorySource]:
@@ -130,6 +146,17 @@ class ClassifierRegistry:
         config = self.config(name)
         return config.category_set_version, config.policy_version
 
+    def classify(self, asked: Sequence[tuple[str, str]]) -> list[ClassificationResult]:
+        """(classifier name, text) pairs -> one result each, in order, in one pass over the model: a text asked of
+        several classifiers that put the same instruction before queries is embedded once."""
+        names = {name for name, _ in asked}
+        if len(names) == 1:
+            (name,) = names
+            return self.get(name).classify([text for _, text in asked])
+        from .classifier import classify_together
+
+        return classify_together([(self.get(name), text) for name, text in asked])
+
     def get(self, name: str = DEFAULT) -> Classifier:
         """The live classifier. The same object across reloads: a reload swaps its index in place."""
         classifier = self._entry(name).classifier
@@ -154,6 +181,10 @@ class ClassifierRegistry:
             classifier.reload_error = None  # cleared only once the file read is live
             return Reload(changed)
 
+    def reload_all(self) -> bool:
+        """Re-read every classifier's source (the hot reload asks for all of them); True when any new version went live."""
+        return any([self.reload(name).changed for name in self._entries])
+
     def watch(self, name: str, on_change: Callable[[], None]) -> bool:
         """Call ``on_change`` when ``name``'s file changes, until ``close``; False when there is no file to watch.
         The caller reloads from it, on the thread its batches run on, and says how it went."""
@@ -167,4 +198,4 @@ class ClassifierRegistry:
         try:
             return self._entries[name]
         except KeyError:
-            raise KeyError(f"no classifier named {name!r} (known: {', '.join(self._entries) or 'none'})") from None
+            raise UnknownClassifier(name, tuple(self._entries)) from None

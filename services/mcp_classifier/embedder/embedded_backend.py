@@ -13,6 +13,7 @@ from typing import Generic, Literal, Protocol, TypeVar
 
 import numpy as np
 
+from ..classify.registry import DEFAULT
 from ..classify.results import ClassificationResult, ClassifierInfo
 from ..settings import Settings
 
@@ -37,7 +38,7 @@ class EmbedderClient(Protocol[HealthT_co]):
 
     async def start(self) -> None: ...
     async def close(self) -> None: ...
-    async def predict(self, texts: Sequence[str]) -> list[ClassificationResult]: ...
+    async def predict(self, texts: Sequence[str], classifier: str = DEFAULT) -> list[ClassificationResult]: ...
     async def health(self, *, need_info: bool = False) -> HealthT_co: ...
     async def reload_categories(self) -> bool: ...
     async def wait_until_ready(self, timeout_s: float) -> None: ...
@@ -81,8 +82,8 @@ class EmbeddedRayBackend(Generic[HealthT]):
             await asyncio.to_thread(stop_local_serve)
             self._started_ray = False
 
-    async def predict(self, texts: Sequence[str]) -> list[ClassificationResult]:
-        return await self.client.predict(texts)
+    async def predict(self, texts: Sequence[str], classifier: str = DEFAULT) -> list[ClassificationResult]:
+        return await self.client.predict(texts, classifier)
 
     async def health(self, *, need_info: bool = False) -> HealthT:
         if need_info:

@@ -8,6 +8,7 @@ gave. A call then runs tokenise -> forward (here: padded or packed, planned per 
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -86,6 +87,7 @@ class TextEncoder:
         self.tokens = tokens
         self.max_seq_length = tokens.max_length
         self.query_prefix = prompts.query
+        self.query_instruction = "auto"  # the setting the prompts were chosen under (for_instruction chooses again)
         self.document_prefix = prompts.document
         self._prefix_tokens = prompts.query_tokens  # token matching leaves out a prompt's tokens (encode_with_tokens)
         self._document_prefix_tokens = prompts.document_tokens
@@ -125,8 +127,20 @@ class TextEncoder:
         prompts = Prompts.choose(tokens, loaded.spec, loaded.pooling, query_instruction, instruction)
         layers = feature_layers(loaded.model.config, middle_layer)
         encoder = cls(loaded, tokens, prompts, device=torch_device, dtype=torch_dtype, feature_layers=layers, options=options)
+        encoder.query_instruction = query_instruction
         run_load_checks(encoder)
         return encoder
+
+    def for_instruction(self, instruction: str) -> TextEncoder:
+        """This model with ``instruction`` before queries (another classifier's file): weights, tokenizer and the
+        load-time checks' answers shared, only the query prompt its own. Itself where the prompt comes out the same
+        (the model takes no instruction, or the same one), so classifiers that agree embed a query once."""
+        prompts = Prompts.choose(self.tokens, self.spec, self.pooling, self.query_instruction, instruction)
+        if prompts.query == self.query_prefix:
+            return self
+        view = copy.copy(self)
+        view.query_prefix, view._prefix_tokens = prompts.query, prompts.query_tokens
+        return view
 
     @property
     def tokenizer(self) -> Any:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..backend.base import ClassificationBackend
+from ..classify.registry import DEFAULT, UnknownClassifier
+from ..classify.results import ClassificationResult
 from ..classify.scope_stats import public_scope
 from .schema_errors import empty_text
 from .tools import Tool, ToolError, ToolRegistry
@@ -137,11 +140,77 @@ def classify_batch_output_schema() -> dict[str, Any]:
     }
 
 
+def classifier_property(names: Sequence[str]) -> dict[str, Any]:
+    """The ``classifier`` argument every classification tool takes: which of the process's classifiers answers."""
+    return {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 64,
+        "default": DEFAULT,
+        "description": f"Which classifier answers, by name (served: {', '.join(names)}); an unknown name is an error "
+        "that lists the names served.",
+    }
+
+
+def _classifier(arguments: dict[str, Any]) -> str:
+    return str(arguments.get("classifier", DEFAULT))
+
+
+_WITH_PROBABILITIES = {"type": "boolean", "default": False, "description": "Also return probabilities and entropy."}
+
+
+def classify_text_input_schema(max_text_length: int, classifier: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "text": {"type": "string", "minLength": 1, "maxLength": max_text_length, "description": "The query to classify."},
+            "with_probabilities": _WITH_PROBABILITIES,
+            "classifier": classifier,
+        },
+        "required": ["text"],
+        "additionalProperties": False,
+    }
+
+
+def classify_batch_input_schema(max_text_length: int, max_batch_texts: int, classifier: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "texts": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": max_batch_texts,
+                "description": f"The queries to classify (strings of at most {max_text_length} characters).",
+            },
+            "with_probabilities": _WITH_PROBABILITIES,
+            "classifier": classifier,
+        },
+        "required": ["texts"],
+        "additionalProperties": False,
+    }
+
+
 def register_classification_tools(
-    registry: ToolRegistry, backend: ClassificationBackend, max_text_length: int, max_batch_texts: int = 256
+    registry: ToolRegistry,
+    backend: ClassificationBackend,
+    max_text_length: int,
+    max_batch_texts: int = 256,
+    classifier_names: Sequence[str] = (DEFAULT,),
 ) -> None:
-    async def list_categories(_: dict[str, Any]) -> dict[str, Any]:
-        info = (await backend.health(need_info=True)).require_info()
+    """list_categories, classify_text and classify_batch over ``backend``; ``classifier_names`` for the schemas' words."""
+    picked = classifier_property(classifier_names)
+
+    async def predict(texts: list[str], arguments: dict[str, Any]) -> list[ClassificationResult]:
+        try:
+            return await backend.predict(texts, _classifier(arguments))
+        except UnknownClassifier as exc:  # a tool result with isError, naming the classifiers served
+            raise ToolError(str(exc)) from None
+
+    async def list_categories(arguments: dict[str, Any]) -> dict[str, Any]:
+        try:
+            info = (await backend.health(need_info=True)).require_info(_classifier(arguments))
+        except UnknownClassifier as exc:
+            raise ToolError(str(exc)) from None
         config = info.categories
         answer: dict[str, Any] = {
             "categories": config.names,
@@ -157,7 +226,7 @@ def register_classification_tools(
         problem = _text_problem(text, max_text_length, subject="argument 'text'")
         if problem is not None:
             raise ToolError(problem)
-        (result,) = await backend.predict([text])
+        (result,) = await predict([text], arguments)
         return result.to_public(bool(arguments.get("with_probabilities", False)))
 
     async def classify_batch(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -167,7 +236,7 @@ def register_classification_tools(
         good = [t for t, p in zip(texts, problems) if p is None and isinstance(t, str)]
         # One backend call for every good text: behind the cache, hits come from one MGET and the misses
         # go to the model together.
-        answers = iter(await backend.predict(good)) if good else iter(())
+        answers = iter(await predict(good, arguments)) if good else iter(())
         results: list[dict[str, Any]] = [
             next(answers).to_public(with_probabilities) if problem is None else {"index": i, "error": problem}
             for i, problem in enumerate(problems)
@@ -179,7 +248,7 @@ def register_classification_tools(
             name="list_categories",
             title="List categories",
             description="The categories this classifier assigns, in class-index order, with each one's system prompt and description.",
-            input_schema={"type": "object", "properties": {}, "additionalProperties": False},
+            input_schema={"type": "object", "properties": {"classifier": picked}, "additionalProperties": False},
             output_schema=list_categories_output_schema(),
             handler=list_categories,
             annotations=_READ_ONLY,
@@ -196,15 +265,7 @@ def register_classification_tools(
             "language_served; with_probabilities adds the probability of every category and their "
             "Shannon entropy, in nats (entropy) and bits (entropy_bits). _meta names the model and the versions of "
             "the category set and policy that decided.",
-            input_schema={
-                "type": "object",
-                "properties": {
-                    "text": {"type": "string", "minLength": 1, "maxLength": max_text_length, "description": "The query to classify."},
-                    "with_probabilities": {"type": "boolean", "default": False, "description": "Also return probabilities and entropy."},
-                },
-                "required": ["text"],
-                "additionalProperties": False,
-            },
+            input_schema=classify_text_input_schema(max_text_length, picked),
             output_schema=classify_output_schema(),
             handler=classify_text,
             annotations=_READ_ONLY,
@@ -218,20 +279,7 @@ def register_classification_tools(
             f"{max_batch_texts} texts in one call (evaluation, backfills, multi-turn context): one result per text, in "
             "order, each as classify_text returns it; a bad item (not a string, empty, too long) gets {index, error} "
             "and does not fail the others. Cached texts are answered from the cache; the rest go to the model together.",
-            input_schema={
-                "type": "object",
-                "properties": {
-                    "texts": {
-                        "type": "array",
-                        "minItems": 1,
-                        "maxItems": max_batch_texts,
-                        "description": f"The queries to classify (strings of at most {max_text_length} characters).",
-                    },
-                    "with_probabilities": {"type": "boolean", "default": False, "description": "Also return probabilities and entropy."},
-                },
-                "required": ["texts"],
-                "additionalProperties": False,
-            },
+            input_schema=classify_batch_input_schema(max_text_length, max_batch_texts, picked),
             output_schema=classify_batch_output_schema(),
             handler=classify_batch,
             annotations=_READ_ONLY,

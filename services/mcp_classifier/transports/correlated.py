@@ -24,6 +24,8 @@ DOOR_OF_PATH.update(dict.fromkeys(OPENAI_DOOR_PATHS, "openai"))
 def door_of(path: str) -> str:
     if path.startswith("/mcp/"):
         return "rest"
+    if path.startswith("/classifiers/"):
+        return "classify"  # POST /classifiers/NAME/classify: the router's door, for a named classifier
     return DOOR_OF_PATH.get(path) or path.strip("/").replace("/", "_") or "root"
 
 

@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
 from ..backend.base import ClassificationBackend
+from ..classify.results import ClassifierInfo
 from ..classify.scope_stats import public_scope
 from ..edge import EdgeGuard, EdgeMiddleware
 from ..protocol import correlation
@@ -246,7 +247,8 @@ async def _health_answer(parts: HttpDoorParts) -> dict[str, Any]:
         error = lifecycle.start_failure
         return {"status": "starting" if error is None else "failed", **({"error": str(error)} if error else {}), **lifecycle.health()}
     try:
-        info = (await parts.backend.health(need_info=True)).require_info()
+        health = await parts.backend.health(need_info=True)
+        info = health.require_info()
     except Exception as exc:  # noqa: BLE001 - health must answer whatever the backend does
         return {"status": "degraded", "error": str(exc)}
     return {
@@ -266,8 +268,21 @@ async def _health_answer(parts: HttpDoorParts) -> dict[str, Any]:
         "scope": public_scope(info.scope, info.categories.names, info.categories.detect_out_of_scope),
         "fallback": info.categories.fallback,
         "languages": info.languages_public,
+        "classifiers": {name: _classifier_health(each) for name, each in health.every_info().items()},
         **parts.sse_sessions.health(),
         **lifecycle.health(),
+    }
+
+
+def _classifier_health(info: ClassifierInfo) -> dict[str, Any]:
+    """/health's entry for one classifier: its versions, categories and any refused reload (the default's are also on top)."""
+    return {
+        "categories": info.categories.names,
+        "category_set_version": info.category_set_version,
+        "policy_version": info.policy_version,
+        "scoring": info.scoring,
+        "categories_reload_error": info.reload_error,
+        "scope": public_scope(info.scope, info.categories.names, info.categories.detect_out_of_scope),
     }
 
 

@@ -207,3 +207,12 @@ ROUTER_CLASSIFY: dict[str, Any] = {
         504,
     ),
 }
+
+NAMED_CLASSIFY: dict[str, Any] = {
+    **ROUTER_CLASSIFY,
+    "summary": "The router's remote classifier (label_distribution.v1) for the classifier NAME (the classifiers setting)",
+    "responses": {
+        **ROUTER_CLASSIFY["responses"],
+        "404": _error("No classifier of that name is served; the message lists the names that are."),
+    },
+}

@@ -1,4 +1,5 @@
-"""POST /classify: the vLLM Semantic Router's remote classifier (``label_distribution.v1``) over the default classifier.
+"""POST /classify: the vLLM Semantic Router's remote classifier (``label_distribution.v1``) over the default classifier,
+and POST /classifiers/NAME/classify, the same contract over a named one.
 
 The router's ``HTTPClassifierInference`` sends ``{"inputs": ...}`` and reads one label distribution per text
 (protocol/label_distribution.py shapes them). The door adds the HTTP: body limit, errors from the one table in
@@ -15,6 +16,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
 from ..backend.base import BackendError, BackendUnavailable, ClassificationBackend
+from ..classify.registry import DEFAULT, UnknownClassifier
 from ..classify.results import ClassificationResult, ClassifierInfo
 from ..protocol import correlation
 from ..protocol.errors import rule_of, settle
@@ -22,11 +24,13 @@ from ..protocol.jsonrpc import INTERNAL_ERROR, SERVER_UNAVAILABLE, JsonRpcError
 from ..protocol.label_distribution import LabelSet, label_distributions, read_router_request
 from ..telemetry import GatewayMetrics
 from . import openapi
-from .bodies import json_response, read_json
+from .bodies import json_response, read_json, refusal
 
 log = logging.getLogger(__name__)
 
 ROUTER_CLASSIFY_PATH = "/classify"
+NAMED_CLASSIFY_ROUTE = "/classifiers/{name}/classify"  # the same contract, for the classifier of that name; its metrics label
+UNKNOWN_CLASSIFIER = "unknown_classifier"  # the refusal's kind: 404, the names served in the message
 METHOD = "classify"  # the access log's method, and the error log's
 # The revision that decided, as _meta's model_id, category_set_version and policy_version.
 MODEL_HEADER = "X-Model"
@@ -45,22 +49,32 @@ class RouterClassifyLimits:
 
 
 def add_router_classify_route(app: FastAPI, backend: ClassificationBackend, metrics: GatewayMetrics, limits: RouterClassifyLimits) -> None:
-    """POST /classify: ``{"inputs": "<text>"}`` -> ``[{"label", "score"}, ...]``; a list of inputs -> a list of those."""
+    """POST /classify: ``{"inputs": "<text>"}`` -> ``[{"label", "score"}, ...]``; a list of inputs -> a list of those.
+    POST /classifiers/NAME/classify: the same for the classifier NAME; an unknown name is a 404 listing the names served."""
 
     @app.post(ROUTER_CLASSIFY_PATH, openapi_extra=openapi.ROUTER_CLASSIFY)
     async def router_classify(request: Request) -> Response:
         started = time.perf_counter()
-        response = await _answer(request)
+        response = await _answer(request, DEFAULT)
         metrics.observe(ROUTER_CLASSIFY_PATH, response.status_code, time.perf_counter() - started)
         return response
 
-    async def _answer(request: Request) -> Response:
+    @app.post(NAMED_CLASSIFY_ROUTE, openapi_extra=openapi.NAMED_CLASSIFY)
+    async def named_classify(name: str, request: Request) -> Response:
+        started = time.perf_counter()
+        response = await _answer(request, name)
+        metrics.observe(NAMED_CLASSIFY_ROUTE, response.status_code, time.perf_counter() - started)
+        return response
+
+    async def _answer(request: Request, classifier: str) -> Response:
         correlation.note(era="rest", method=METHOD)
         try:
             asked = read_router_request(await read_json(request, limits.max_body_bytes), limits.max_text_length, limits.max_batch_texts)
-            results = await backend.predict(asked.texts)  # one backend call for every text, as classify_batch
-            info = await _info_for(backend, results[0])
+            results = await backend.predict(asked.texts, classifier)  # one backend call for every text, as classify_batch
+            info = await _info_for(backend, results[0], classifier)
             distributions = label_distributions(results, LabelSet.of(info.categories))
+        except UnknownClassifier as exc:
+            return refusal(404, UNKNOWN_CLASSIFIER, str(exc))
         except JsonRpcError as exc:
             return _error(exc, metrics)
         except BackendError as exc:
@@ -71,11 +85,11 @@ def add_router_classify_route(app: FastAPI, backend: ClassificationBackend, metr
         return json_response(distributions if asked.batched else distributions[0], headers=_revision_headers(results[0], info))
 
 
-async def _info_for(backend: ClassificationBackend, answer: ClassificationResult) -> ClassifierInfo:
+async def _info_for(backend: ClassificationBackend, answer: ClassificationResult, classifier: str) -> ClassifierInfo:
     """The categories ``answer`` was computed over: the label names must be the ones its probabilities are for."""
     wanted = answer.revision.category_set_version
     for _ in range(INFO_TRIES):
-        info = (await backend.health(need_info=True)).require_info()
+        info = (await backend.health(need_info=True)).require_info(classifier)
         if not wanted or info.category_set_version == wanted:
             return info
     raise BackendUnavailable("the categories changed while answering; retry")
