@@ -102,18 +102,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 
 # ---- commands -------------------------------------------------------------------------------
-def _named_classifiers_need_local(settings: Settings, *, local: bool) -> None:
-    """Named classifiers run on the in-process model only in this version: say so before anything starts."""
-    if settings.categories.classifiers and not local:
-        from .wiring import NAMED_NEEDS_LOCAL
-
-        raise CliError(NAMED_NEEDS_LOCAL)
-
-
 def cmd_serve(settings: Settings) -> int:
     from .util.cpus import resolve_workers
-
-    _named_classifiers_need_local(settings, local=settings.serving.backend == "local")
 
     workers = resolve_workers(settings.serving.workers, settings.serving.max_workers)
     if workers > 1:
@@ -198,7 +188,6 @@ def cmd_serve_config(settings: Settings) -> int:
 
     from .embedder.serve_config import serve_config
 
-    _named_classifiers_need_local(settings, local=False)
     sys.stdout.write(yaml.safe_dump(serve_config(settings), sort_keys=False))
     return 0
 

@@ -79,7 +79,7 @@ class CategorySettings(SettingsGroupModel):
         description="More classifiers on the same model, each NAME=FILE (comma-separated; the flag --classifier NAME=FILE "
         "repeats): each its own categories file, thresholds, routing policy, version, hot reload and cache keys, picked by "
         "the tools' classifier argument or POST /classifiers/NAME/classify. A name is [a-z0-9_-]+; default is the "
-        "categories file. Runs on --backend local in this version.",
+        "categories file. On Ray the replicas read it from the Serve config's args.",
     )
 
     @field_validator("classifiers", mode="before")

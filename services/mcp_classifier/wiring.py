@@ -38,7 +38,6 @@ if TYPE_CHECKING:  # torch, Ray, FastAPI and Redis are imported only by the path
     from .util.asgi import ASGIApp
 
 __all__ = [
-    "NAMED_NEEDS_LOCAL",
     "Gateway",
     "HttpDoors",
     "BuiltBackend",
@@ -53,12 +52,6 @@ __all__ = [
     "build_http_doors",
     "build_local_backend",
 ]
-
-
-NAMED_NEEDS_LOCAL = (
-    "named classifiers run on --backend local in this version: the Ray replicas and a grpc:// embedder serve the "
-    "default classifier alone (unset classifiers, or use --backend local)"
-)
 
 
 # ---- backends ----------------------------------------------------------------------------------
@@ -129,8 +122,6 @@ class BuiltBackend:
 def build_backend(settings: Settings, *, force_local: bool = False) -> BuiltBackend:
     """local, grpc://HOST:PORT, or ray (embedded Ray Serve reached over gRPC)."""
     backend = settings.serving.backend
-    if settings.categories.classifiers and not (force_local or backend == "local"):
-        raise ValueError(NAMED_NEEDS_LOCAL)
     if force_local or backend == "local":
         local = build_local_backend(settings)
         return BuiltBackend(local, "local", lambda: local.batching)

@@ -27,6 +27,7 @@ from mcp_classifier.api.v1 import classifier_pb2 as pb
 from mcp_classifier.api.v1 import classifier_pb2_grpc as pb_grpc
 from mcp_classifier.backend.coalescer import BatchingOptions
 from mcp_classifier.backend.grpc_client import GrpcBackend
+from mcp_classifier.classify.registry import UnknownClassifier
 from mcp_classifier.classify.results import ClassificationResult
 from mcp_classifier.embedder.replica_targets import grpc_targets, serve_api_target_source
 from tests.support.fake_backend import FakeBackend
@@ -363,5 +364,63 @@ def test_light_load_stays_on_one_warm_replica_and_a_call_made_beside_a_busy_one_
             await backend.close()
             for replica in (a, b):
                 await replica.server.stop(None)
+
+    asyncio.run(scenario())
+
+
+class ClassifiersReplica(pb_grpc.ClassifierServicer):
+    """Serves the default classifier and ``complexity`` as a replica does (embedder/deployment.py): each answer names
+    the classifier asked, and an unknown name is NOT_FOUND."""
+
+    NAMES = ("default", "complexity")
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, list[str]]] = []
+        self.server = grpc.aio.server()
+        pb_grpc.add_ClassifierServicer_to_server(self, self.server)
+        self.address = f"127.0.0.1:{self.server.add_insecure_port('127.0.0.1:0')}"
+
+    async def Classify(self, request: pb.ClassifyRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.ClassifyResponse:
+        name = request.classifier or "default"
+        if name not in self.NAMES:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"no classifier named {name!r}")
+        self.asked.append((name, list(request.texts)))
+        results = [ClassificationResult(0, f"{name}:{text}", 1.0, "m", False, (1.0,), 0.0) for text in request.texts]
+        return pb.ClassifyResponse(results=results_to_proto(results, True), category_set_version=f"v-{name}")
+
+    async def Info(self, request: pb.InfoRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.InfoResponse:
+        info = info_to_proto(FakeBackend().classifier_info())
+        info.category_set_version = f"v-{request.classifier or 'default'}"
+        info.classifiers.extend(self.NAMES)
+        return info
+
+
+def test_named_classifiers_travel_to_the_replicas_each_batch_split_by_classifier_and_health_lists_each() -> None:
+    async def scenario() -> None:
+        replica = ClassifiersReplica()
+        await replica.server.start()
+        backend = GrpcBackend(
+            replica.address,
+            app_name=APP,
+            timeout_s=5.0,
+            max_attempts=1,
+            batching=BatchingOptions(batch_size=32, batch_window_ms=50.0, max_queue=100, max_concurrent_batches=1),
+        )
+        await backend.start()
+        try:
+            health = await backend.health(need_info=True)
+            assert {name: info.category_set_version for name, info in health.every_info().items()} == {
+                "default": "v-default",
+                "complexity": "v-complexity",
+            }
+            default, named = await asyncio.gather(backend.predict(["a", "b"]), backend.predict(["c"], "complexity"))
+            assert [r.category for r in default] == ["default:a", "default:b"]
+            assert [r.category for r in named] == ["complexity:c"]
+            assert sorted(replica.asked) == [("complexity", ["c"]), ("default", ["a", "b"])]  # one call per classifier
+            with pytest.raises(UnknownClassifier, match="known: default, complexity"):
+                await backend.predict(["d"], "billing")
+        finally:
+            await backend.close()
+            await replica.server.stop(None)
 
     asyncio.run(scenario())

@@ -6,15 +6,20 @@ The doors' rules (schemas, unknown names, /health) are unit tests on the fake ba
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from opentelemetry import trace
 
+from mcp_classifier.api.v1 import classifier_pb2 as pb
 from mcp_classifier.backend.local import LocalBatchingBackend
 from mcp_classifier.backend.model_worker import ThreadModelWorker
-from mcp_classifier.classify.registry import DEFAULT, ClassifierRegistry
+from mcp_classifier.classify.registry import DEFAULT, ClassifierRegistry, UnknownClassifier
+from mcp_classifier.embedder.serve_config import replica_settings
 from mcp_classifier.settings import Settings
 from mcp_classifier.wiring import build_dispatcher, build_local_backend
 from tests.support import DEFAULT_MAX_BODY_BYTES
@@ -84,3 +89,23 @@ def test_a_text_asked_of_several_classifiers_with_one_instruction_is_embedded_on
     assert embedded == [2]  # one model call, each text once, for three classifiers
     alone = [registry.get(name).classify([text])[0] for name, text in asked]
     assert [(r.category, round(r.confidence, 4)) for r in together] == [(r.category, round(r.confidence, 4)) for r in alone]
+
+
+def test_a_ray_replica_serves_every_classifier_by_name(tmp_path: Path) -> None:
+    """The replica class in process (no Ray cluster), built from the Serve config's flat settings: Info names every
+    classifier and describes each, a batch of (classifier, text) pairs answers each from its own, an unknown name
+    is refused with the names served (NOT_FOUND on the wire)."""
+    from mcp_classifier.embedder.deployment import Embedder
+
+    files = write_classifier_files(tmp_path)
+    replica = Embedder.func_or_class(replica_settings(Settings(model="builtin:minilm", classifiers=files)))
+    default = asyncio.run(replica.Info(pb.InfoRequest()))
+    assert list(default.classifiers) == [DEFAULT, *files]
+    for name in files:
+        info = asyncio.run(replica.Info(pb.InfoRequest(classifier=name)))
+        assert info.category_set_version == replica._registry.versions(name)[0] != default.category_set_version
+    asked = [(name, text) for name, (text, _) in EXPECTED.items()]
+    answers = replica._executor.submit(replica._forward, asked, trace.INVALID_SPAN).result()
+    assert [r.category for r in answers] == [category for _, category in EXPECTED.values()]
+    with pytest.raises(UnknownClassifier, match="known: default, complexity, prompt_guard"):
+        asyncio.run(replica.Classify(pb.ClassifyRequest(texts=["hi"], classifier="billing")))

@@ -12,8 +12,10 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+import yaml
 from pydantic import ValidationError
 
+from mcp_classifier.api.v1 import classifier_pb2 as pb
 from mcp_classifier.backend.answer_counts import AnswerCounts
 from mcp_classifier.cache.backend import CachingBackend
 from mcp_classifier.cache.keys import Versions, cache_key
@@ -87,9 +89,22 @@ def test_a_bad_classifier_setting_is_refused_with_the_reason(value: str, says: s
         Settings(classifiers=value)
 
 
-def test_serve_refuses_named_classifiers_off_the_local_backend(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["serve", "--backend", "grpc://127.0.0.1:1", "--classifier", f"complexity={files['complexity']}"]) == 1
-    assert "named classifiers run on --backend local in this version" in capsys.readouterr().err
+def test_the_serve_config_carries_the_named_classifiers_to_the_replicas(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    """The replicas build every classifier from the same flat settings the gateway reads: the Serve config's args."""
+    assert main(["serve-config", "--classifier", f"complexity={files['complexity']}"]) == 0
+    carried = yaml.safe_load(capsys.readouterr().out)["applications"][0]["args"]["settings"]
+    assert carried == {"classifiers": {"complexity": str(files["complexity"])}}
+    assert Settings(**carried).categories.classifiers == {"complexity": files["complexity"]}
+
+
+def test_the_classifier_name_travels_on_the_replicas_grpc_requests() -> None:
+    """Empty is the default (an older gateway's request); a name survives the wire both ways."""
+    classify = pb.ClassifyRequest.FromString(pb.ClassifyRequest(texts=["hi"], classifier="complexity").SerializeToString())
+    assert (classify.classifier, list(classify.texts)) == ("complexity", ["hi"])
+    assert pb.ClassifyRequest.FromString(pb.ClassifyRequest(texts=["hi"]).SerializeToString()).classifier == ""
+    assert pb.InfoRequest.FromString(pb.InfoRequest(classifier="prompt_guard").SerializeToString()).classifier == "prompt_guard"
+    info = pb.InfoResponse.FromString(pb.InfoResponse(classifiers=[DEFAULT, "complexity"]).SerializeToString())
+    assert list(info.classifiers) == [DEFAULT, "complexity"]
 
 
 def test_every_classification_tool_declares_the_classifier_argument(client: httpx.Client) -> None:

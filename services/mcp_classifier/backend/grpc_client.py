@@ -117,13 +117,14 @@ class GrpcBackend:
         # Following replicas, a failed call moves to another replica (_call); on one fixed address gRPC retries it.
         channel_attempts = 1 if replicas is not None else max_attempts
         self._pool = ReplicaPool(lambda address: grpc.aio.insecure_channel(address, options=channel_options(channel_attempts)), timeout_s)
-        self._info: tuple[float, ClassifierInfo] | None = None
+        self._info: tuple[float, dict[str, ClassifierInfo]] | None = None  # (when, each classifier's info, default first)
         self._ready: tuple[float, bool, str | None] = (0.0, False, NOT_PROBED)  # (when, verdict, why not)
         self._coalescer = RequestCoalescer.from_options(self._predict_batch, batching, request_timeout_s=timeout_s)
 
     @property
-    def batching(self) -> RequestCoalescer[str, ClassificationResult]:
-        """The batcher that turns many requests into one Classify call: exported like the local backend's."""
+    def batching(self) -> RequestCoalescer[tuple[str, str], ClassificationResult]:
+        """The batcher that turns many requests into Classify calls, one per classifier in a batch: exported like the
+        local backend's, whose (classifier, text) pairs it shares."""
         return self._coalescer
 
     async def start(self) -> None:
@@ -187,12 +188,14 @@ class GrpcBackend:
             raise BackendUnavailable("the gRPC backend is not started") from None
 
     async def predict(self, texts: Sequence[str], classifier: str = DEFAULT) -> list[ClassificationResult]:
-        """The replicas serve the default classifier alone in this version: any other name is refused."""
+        """A name the replicas do not serve is refused before it joins a batch (their names, cached with the info)."""
         if classifier != DEFAULT:
-            raise UnknownClassifier(classifier, (DEFAULT,))
+            known = await self._current_info()
+            if classifier not in known:
+                raise UnknownClassifier(classifier, tuple(known))
         if not texts:
             return []
-        return await self._coalescer.submit(texts)
+        return await self._coalescer.submit([(classifier, text) for text in texts])
 
     async def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> np.ndarray:
         """One Embed RPC for the whole list (the replica runs it as one model call)."""
@@ -233,9 +236,11 @@ class GrpcBackend:
         except grpc.aio.AioRpcError as exc:
             raise backend_error(exc) from exc
 
-    async def info_message(self, timeout_s: float | None = None) -> pb.InfoResponse:
+    async def info_message(self, timeout_s: float | None = None, classifier: str = DEFAULT) -> pb.InfoResponse:
+        """One classifier's Info (the default's unless named); its ``classifiers`` lists every name served."""
+        request = pb.InfoRequest(classifier="" if classifier == DEFAULT else classifier)
         try:
-            return await self._pick().stub.Info(pb.InfoRequest(), timeout=timeout_s or self._timeout_s, metadata=self._metadata)
+            return await self._pick().stub.Info(request, timeout=timeout_s or self._timeout_s, metadata=self._metadata)
         except grpc.aio.AioRpcError as exc:
             raise backend_error(exc) from exc
 
@@ -246,25 +251,29 @@ class GrpcBackend:
         (list_categories, /health, the cache's keys)."""
         if need_info:
             try:
-                info = await self._current_info()
+                infos = await self._current_info()
             except BackendError as exc:
                 return BackendHealth.failed(exc, ready=self._ready[1])
-            return BackendHealth(ready=self._ready[1], info=info)
+            return _health(self._ready[1], infos)
         ready, why = await self._probe()
-        return BackendHealth(ready=ready, info=self._fresh_info(), detail=why)
+        return _health(ready, self._fresh_info(), why)
 
-    def _fresh_info(self) -> ClassifierInfo | None:
+    def _fresh_info(self) -> dict[str, ClassifierInfo] | None:
         if self._info is None or time.monotonic() - self._info[0] > INFO_CACHE_S:
             return None
         return self._info[1]
 
-    async def _current_info(self) -> ClassifierInfo:
-        info = self._fresh_info()
-        if info is None:
+    async def _current_info(self) -> dict[str, ClassifierInfo]:
+        """Each classifier's info by name, the default's first: one Info call, and one more per named classifier."""
+        infos = self._fresh_info()
+        if infos is None:
             now = time.monotonic()
-            info = info_from_proto(await self.info_message())
-            self._info = (now, info)
-        return info
+            default = await self.info_message()
+            named = [name for name in default.classifiers if name != DEFAULT]
+            messages = await asyncio.gather(*(self.info_message(classifier=name) for name in named))
+            infos = {DEFAULT: info_from_proto(default), **{name: info_from_proto(m) for name, m in zip(named, messages, strict=True)}}
+            self._info = (now, infos)
+        return infos
 
     async def _probe(self) -> tuple[bool, str | None]:
         """Whether the embedder answers an Info call now: (verdict, why not), reused for READY_CACHE_S."""
@@ -279,9 +288,9 @@ class GrpcBackend:
 
     async def reload_categories(self) -> bool:
         """Reloadable: replicas reload their own file (watch or user_config); here only the cached Info is dropped."""
-        before = self._info[1].category_set_version if self._info else None
+        before = _versions(self._info[1]) if self._info else None
         self._info = None
-        return before is not None and (await self._current_info()).category_set_version != before
+        return before is not None and _versions(await self._current_info()) != before
 
     async def wait_until_ready(self, timeout_s: float) -> None:
         """Poll readiness until the embedder answers (it may still be loading its model)."""
@@ -292,15 +301,40 @@ class GrpcBackend:
             await asyncio.sleep(0.2)
         raise BackendUnavailable(f"embedder at {self.target} not reachable after {timeout_s:g} s")
 
-    async def _predict_batch(self, texts: list[str], contexts: list[otel_context.Context]) -> list[ClassificationResult]:
+    async def _predict_batch(self, asked: list[tuple[str, str]], contexts: list[otel_context.Context]) -> list[ClassificationResult]:
+        """(classifier, text) pairs -> one Classify call per classifier in the batch (all at once), results in order."""
         # The call runs in the first caller's trace and links the others, so every request's
         # trace reaches the replica (the gRPC instrumentation injects traceparent from this span).
         links = [trace.Link(trace.get_current_span(c).get_span_context()) for c in contexts[1:]]
+        by_name: dict[str, list[int]] = {}
+        for position, (name, _) in enumerate(asked):
+            by_name.setdefault(name, []).append(position)
         with tracer.start_as_current_span("gateway embedder call", context=contexts[0], links=links) as span:
-            span.set_attribute("mcp_classifier.batch.texts", len(texts))
+            span.set_attribute("mcp_classifier.batch.texts", len(asked))
             span.set_attribute("mcp_classifier.batch.requests", len(contexts))
-            request = pb.ClassifyRequest(texts=texts, with_probabilities=True)
-            response = await self._call("Classify", request)
-        if self._info is not None and response.category_set_version != self._info[1].category_set_version:
+            answers = await asyncio.gather(*(self._classify(name, [asked[i][1] for i in at]) for name, at in by_name.items()))
+        results: list[ClassificationResult | None] = [None] * len(asked)
+        for at, answered in zip(by_name.values(), answers, strict=True):
+            for position, result in zip(at, answered, strict=True):
+                results[position] = result
+        return [result for result in results if result is not None]
+
+    async def _classify(self, classifier: str, texts: list[str]) -> list[ClassificationResult]:
+        """One Classify call for one classifier's texts; a new version in the answer drops the cached info."""
+        request = pb.ClassifyRequest(texts=texts, with_probabilities=True, classifier="" if classifier == DEFAULT else classifier)
+        response = await self._call("Classify", request)
+        cached = self._info[1].get(classifier) if self._info is not None else None
+        if cached is not None and response.category_set_version != cached.category_set_version:
             self._info = None  # the replicas reloaded their categories: refresh list_categories now
         return results_from_proto(response.results)
+
+
+def _health(ready: bool, infos: dict[str, ClassifierInfo] | None, detail: str | None = None) -> BackendHealth:
+    """The default's info at the top; every classifier listed only where the replicas serve more than it."""
+    if infos is None:
+        return BackendHealth(ready=ready, detail=detail)
+    return BackendHealth(ready=ready, info=infos[DEFAULT], detail=detail, classifiers=infos if len(infos) > 1 else {})
+
+
+def _versions(infos: dict[str, ClassifierInfo]) -> dict[str, tuple[str, str]]:
+    return {name: (info.category_set_version, info.policy_version) for name, info in infos.items()}

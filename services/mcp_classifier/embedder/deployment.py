@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import logging
@@ -13,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import grpc
 import torch
 from opentelemetry import trace
 from opentelemetry.propagate import extract
@@ -24,7 +26,7 @@ from ..api.convert import info_to_proto, results_to_proto, vectors_to_bytes
 from ..api.v1 import classifier_pb2 as pb
 from ..classify.build import build_registry
 from ..classify.classifier import ClassificationResult
-from ..classify.registry import DEFAULT, ClassifierRegistry
+from ..classify.registry import DEFAULT, ClassifierRegistry, UnknownClassifier
 from ..classify.reload_report import FILE_CHANGE, log_reload
 from ..engine.encoder import pick_device
 from ..engine.tokenizer_threads import tokenizer_threads_in_effect
@@ -36,6 +38,7 @@ from .serve_config import DEPLOYMENT_NAME, deployment_options, replica_settings
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+M = TypeVar("M", pb.ClassifyResponse, pb.InfoResponse)
 TRACER_NAME = "mcp_classifier.embedder"  # the tracer is made per replica: Ray pickles this class by value
 
 WARMUP_TEXTS = ("warm-up query", "a somewhat longer warm-up query so that several sequence lengths get compiled")
@@ -45,6 +48,7 @@ BATCH_SIZE_BUCKETS = 64  # BatchStats keeps exact counts for batches of 1..64 te
 @dataclass
 class _BatchItem:
     texts: list[str]
+    classifier: str  # the registry's name for the classifier that answers these texts
     span_context: trace.SpanContext
     slots: int
     enqueued_at: float
@@ -84,9 +88,10 @@ class Embedder:
         self._max_batch_size = self._settings.batching.batch_size
         self._stats = pb.BatchStats(batch_size_counts=[0] * BATCH_SIZE_BUCKETS)
         self._reload_generation = 0
-        # Each replica watches its own copy (a ConfigMap mount on Kubernetes), so a change reaches every
-        # replica even when no gateway asks for it. The watch lives as long as the replica's process.
-        self._registry.watch(DEFAULT, self._reload_categories)
+        # Each replica watches its own copy of every file (a ConfigMap mount on Kubernetes), so a change reaches
+        # every replica even when no gateway asks for it. The watches live as long as the replica's process.
+        for name in self._registry.names:
+            self._registry.watch(name, functools.partial(self._reload_categories, FILE_CHANGE, (name,)))
         self._batch_sizes = Histogram(
             "mcp_classifier_embedder_batch_size",
             description="Texts per model batch",
@@ -147,12 +152,16 @@ class Embedder:
     async def Classify(self, request: pb.ClassifyRequest, grpc_context: Any = None) -> pb.ClassifyResponse:
         metadata = dict(grpc_context.invocation_metadata()) if grpc_context is not None else {}
         with self._tracer.start_as_current_span("embedder Classify", context=extract(metadata), kind=trace.SpanKind.SERVER) as span:
+            name = request.classifier or DEFAULT
+            if name not in self._registry.names:
+                return _not_found(pb.ClassifyResponse(), UnknownClassifier(name, self._registry.names), grpc_context)
             texts = list(request.texts)
             span.set_attribute("mcp_classifier.texts", len(texts))
+            span.set_attribute("mcp_classifier.classifier", name)
             slots = sum(max(1, math.ceil(len(t) / self._slot_chars)) for t in texts)
-            item = _BatchItem(texts, span.get_span_context(), min(slots, self._max_batch_size), time.perf_counter())
+            item = _BatchItem(texts, name, span.get_span_context(), min(slots, self._max_batch_size), time.perf_counter())
             results = await self._queued_for_batch(item) if texts else []
-            category_set_version, policy_version = self._classifier.versions
+            category_set_version, policy_version = self._registry.versions(name)
             return pb.ClassifyResponse(
                 results=results_to_proto(results, request.with_probabilities),
                 category_set_version=category_set_version,
@@ -172,7 +181,13 @@ class Embedder:
             )
 
     async def Info(self, request: pb.InfoRequest, grpc_context: Any = None) -> pb.InfoResponse:
-        return info_to_proto(self._classifier.info, self._stats)
+        """One classifier's info (the default's unless named), with the names of every classifier served."""
+        name = request.classifier or DEFAULT
+        if name not in self._registry.names:
+            return _not_found(pb.InfoResponse(), UnknownClassifier(name, self._registry.names), grpc_context)
+        message = info_to_proto(self._registry.get(name).info, self._stats)
+        message.classifiers.extend(self._registry.names)
+        return message
 
     async def _queued_for_batch(self, item: _BatchItem) -> list[ClassificationResult]:
         """Wait for ``item``'s batch, counted in the queue depth until the batch takes it (or the caller gives up)."""
@@ -194,13 +209,14 @@ class Embedder:
             self._queue_wait.observe(started - item.enqueued_at)
             item.taken = True
         self._set_queued(self._queued - len(items))
-        texts = [t for item in items for t in item.texts]
+        asked = [(item.classifier, t) for item in items for t in item.texts]
+        texts = [t for _, t in asked]
         links = [trace.Link(item.span_context) for item in items]
         parent = trace.set_span_in_context(trace.NonRecordingSpan(items[0].span_context))
         with self._tracer.start_as_current_span("embedder batch", context=parent, links=links) as span:
             span.set_attribute("mcp_classifier.batch.requests", len(items))
             span.set_attribute("mcp_classifier.batch.texts", len(texts))
-            results = await asyncio.get_running_loop().run_in_executor(self._executor, self._forward, texts, span)
+            results = await asyncio.get_running_loop().run_in_executor(self._executor, self._forward, asked, span)
         self._record(len(texts), time.perf_counter() - started)
         out, offset = [], 0
         for item in items:
@@ -208,25 +224,31 @@ class Embedder:
             offset += len(item.texts)
         return out
 
-    def _forward(self, texts: list[str], batch_span: trace.Span) -> list[ClassificationResult]:
+    def _forward(self, asked: list[tuple[str, str]], batch_span: trace.Span) -> list[ClassificationResult]:
+        """(classifier, text) pairs in one pass over the model: a text asked of several classifiers is embedded once."""
         with self._tracer.start_as_current_span("embedder forward", context=trace.set_span_in_context(batch_span)) as span:
-            span.set_attribute("mcp_classifier.batch_size", len(texts))
+            span.set_attribute("mcp_classifier.batch_size", len(asked))
             span.set_attribute("mcp_classifier.torch_threads", torch.get_num_threads())
             span.set_attribute("mcp_classifier.tokenizer_threads", self._tokenizer_threads)
             span.set_attribute("mcp_classifier.replica_cores", self._pinned_to or [])  # empty: not pinned
             span.set_attribute("mcp_classifier.fp16_weights_max_tokens", self._classifier.encoder.fp16_weights_max_tokens)
-            results = self._classifier.classify(texts)
+            results = self._registry.classify(asked)
             span.set_attribute("mcp_classifier.tokens", self._classifier.encoder.last_batch_tokens)
             span.set_attribute("mcp_classifier.model_calls", self._classifier.encoder.last_forward_calls)
             span.set_attribute("mcp_classifier.packed", self._classifier.encoder.last_batch_packed)
             return results
 
-    def _reload_categories(self, trigger: str = FILE_CHANGE) -> None:
-        if self._registry.source().reloadable:
+    def _reload_categories(self, trigger: str = FILE_CHANGE, names: tuple[str, ...] | None = None) -> None:
+        """Re-read ``names``' files (every classifier's where None), each reported on its own."""
+        for name in names if names is not None else self._registry.names:
+            if not self._registry.source(name).reloadable:
+                continue
+            classifier = self._registry.get(name)
             # On the forward thread: the swap happens between batches, never inside one.
-            refused_before = self._classifier.info.reload_error is not None
-            reloaded = self._executor.submit(self._registry.reload).result()
-            log_reload(log, trigger, reloaded.changed, self._classifier.info, refused_before=refused_before)
+            refused_before = classifier.info.reload_error is not None
+            reloaded = self._executor.submit(self._registry.reload, name).result()
+            said = trigger if name == DEFAULT else f"{trigger}, classifier {name}"
+            log_reload(log, said, reloaded.changed, classifier.info, refused_before=refused_before)
 
     def _record(self, n_texts: int, seconds: float) -> None:
         self._batch_sizes.observe(n_texts)
@@ -235,6 +257,15 @@ class Embedder:
         self._stats.texts += n_texts
         self._stats.largest_batch = max(self._stats.largest_batch, n_texts)
         self._stats.batch_size_counts[min(n_texts, BATCH_SIZE_BUCKETS) - 1] += 1
+
+
+def _not_found(empty: M, error: UnknownClassifier, grpc_context: Any) -> M:
+    """An unknown classifier name: NOT_FOUND with the names served (the gateway's client raises UnknownClassifier)."""
+    if grpc_context is None:
+        raise error
+    grpc_context.set_code(grpc.StatusCode.NOT_FOUND)
+    grpc_context.set_details(str(error))
+    return empty
 
 
 def build_app(args: dict[str, Any]) -> serve.Application:

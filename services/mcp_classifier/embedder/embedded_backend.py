@@ -28,6 +28,8 @@ class Health(Protocol):
 
     def require_info(self) -> ClassifierInfo: ...
 
+    def every_info(self) -> dict[str, ClassifierInfo]: ...
+
 
 HealthT = TypeVar("HealthT", bound=Health)
 HealthT_co = TypeVar("HealthT_co", bound=Health, covariant=True)
@@ -99,15 +101,16 @@ class EmbeddedRayBackend(Generic[HealthT]):
         """Reloadable: bump user_config's reload_generation: Serve reconfigures every replica, each re-reads the file."""
         from .local_cluster import deploy_app
 
-        before = (await self._served()).category_set_version
+        before = await self._served()
         self._reload_generation += 1
         await asyncio.to_thread(deploy_app, self._settings, self._reload_generation)
         await self.client.reload_categories()  # drops the client's cached Info
         # Compared here, not by the client: a Classify answer may clear its cache meanwhile.
-        return (await self._served()).category_set_version != before
+        return await self._served() != before
 
-    async def _served(self) -> ClassifierInfo:
-        return (await self.client.health(need_info=True)).require_info()
+    async def _served(self) -> dict[str, str]:
+        """Each classifier's category_set_version: a reload that moves any of them put a new version live."""
+        return {name: info.category_set_version for name, info in (await self.client.health(need_info=True)).every_info().items()}
 
 
 def _reclaim_signal_handlers() -> None:

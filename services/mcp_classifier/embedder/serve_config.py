@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from ..settings import BatchingSettings, RaySettings, Settings, settings_fields
@@ -33,6 +34,7 @@ REPLICA_SETTINGS = (
     "compiled_layers",
     "batch_size",
     "categories_file",
+    "classifiers",
     "scoring_method",
     "middle_layer_features",
     "lexical_scoring",
@@ -55,8 +57,17 @@ def replica_settings(settings: Settings) -> dict[str, Any]:
     for name in REPLICA_SETTINGS:
         value = settings.value(name)
         if value != fields[name].default:
-            out[name] = str(value) if name == "categories_file" else value
+            out[name] = _plain(value)
     return out
+
+
+def _plain(value: Any) -> Any:
+    """Paths as strings (a file's or each named classifier's): the Serve config is YAML/JSON, read back by Settings."""
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    return value
 
 
 def user_config(batching: BatchingSettings) -> dict[str, Any]:

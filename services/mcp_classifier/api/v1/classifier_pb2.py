@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&mcp_classifier/api/v1/classifier.proto\x12\x15mcp_classifier.api.v1\"v\n\x0c\x45mbedRequest\x12\r\n\x05texts\x18\x01 \x03(\t\x12\x36\n\x04kind\x18\x02 \x01(\x0e\x32(.mcp_classifier.api.v1.EmbedRequest.Kind\"\x1f\n\x04Kind\x12\t\n\x05QUERY\x10\x00\x12\x0c\n\x08\x44OCUMENT\x10\x01\"F\n\rEmbedResponse\x12\x0f\n\x07vectors\x18\x01 \x01(\x0c\x12\x12\n\ndimensions\x18\x02 \x01(\x05\x12\x10\n\x08model_id\x18\x03 \x01(\t\"U\n\x0f\x43lassifyRequest\x12\r\n\x05texts\x18\x01 \x03(\t\x12\x1a\n\x12with_probabilities\x18\x02 \x01(\x08J\x04\x08\x03\x10\x04R\x11lone_call_threads\"\xda\x02\n\x0e\x43lassification\x12\x13\n\x0b\x63lass_index\x18\x01 \x01(\x05\x12\x10\n\x08\x63\x61tegory\x18\x02 \x01(\t\x12\x12\n\nconfidence\x18\x03 \x01(\x01\x12\r\n\x05model\x18\x04 \x01(\t\x12\x15\n\ruse_reasoning\x18\x05 \x01(\x08\x12\x15\n\rprobabilities\x18\x06 \x03(\x01\x12\x0f\n\x07\x65ntropy\x18\x07 \x01(\x01\x12\x14\n\x0cout_of_scope\x18\x08 \x01(\x08\x12\x0e\n\x06labels\x18\t \x03(\t\x12\x0e\n\x06margin\x18\n \x01(\x01\x12\x10\n\x08model_id\x18\x0b \x01(\t\x12\x1c\n\x14\x63\x61tegory_set_version\x18\x0c \x01(\t\x12\x16\n\x0epolicy_version\x18\r \x01(\t\x12\x10\n\x08language\x18\x0e \x01(\t\x12\x19\n\x11language_unserved\x18\x0f \x01(\x08\x12\x14\n\x0clabel_scores\x18\x10 \x03(\x01\"\xa8\x01\n\x10\x43lassifyResponse\x12\x36\n\x07results\x18\x01 \x03(\x0b\x32%.mcp_classifier.api.v1.Classification\x12\x1c\n\x14\x63\x61tegory_set_version\x18\x02 \x01(\t\x12\x16\n\x0epolicy_version\x18\x03 \x01(\t\x12\x10\n\x08model_id\x18\x04 \x01(\tJ\x04\x08\x05\x10\x06R\x0elone_call_gain\"\r\n\x0bInfoRequest\"D\n\x08\x43\x61tegory\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x15\n\rsystem_prompt\x18\x03 \x01(\t\"\xc7\x03\n\x0cInfoResponse\x12\x10\n\x08model_id\x18\x01 \x01(\t\x12\x1c\n\x14\x63\x61tegory_set_version\x18\x02 \x01(\t\x12\x16\n\x0epolicy_version\x18\x03 \x01(\t\x12\x12\n\nindex_size\x18\x04 \x01(\x05\x12\x13\n\x0btemperature\x18\x05 \x01(\x01\x12\x1e\n\x16leave_one_out_accuracy\x18\x06 \x01(\x01\x12\x0e\n\x06\x64\x65vice\x18\x07 \x01(\t\x12\r\n\x05\x64type\x18\x08 \x01(\t\x12\x0f\n\x07pooling\x18\t \x01(\t\x12\x33\n\ncategories\x18\n \x03(\x0b\x32\x1f.mcp_classifier.api.v1.Category\x12\x13\n\x0b\x63onfig_json\x18\x0b \x01(\t\x12\x36\n\x0b\x62\x61tch_stats\x18\x0c \x01(\x0b\x32!.mcp_classifier.api.v1.BatchStats\x12\x14\n\x0creload_error\x18\r \x01(\t\x12\x0f\n\x07scoring\x18\x0e \x01(\t\x12\x12\n\nscope_json\x18\x0f \x01(\t\x12\x18\n\x10served_languages\x18\x10 \x03(\t\x12\x1f\n\x17language_min_confidence\x18\x11 \x01(\x01\"^\n\nBatchStats\x12\x0f\n\x07\x62\x61tches\x18\x01 \x01(\x03\x12\r\n\x05texts\x18\x02 \x01(\x03\x12\x15\n\rlargest_batch\x18\x03 \x01(\x03\x12\x19\n\x11\x62\x61tch_size_counts\x18\x04 \x03(\x03\x32\x8e\x02\n\nClassifier\x12[\n\x08\x43lassify\x12&.mcp_classifier.api.v1.ClassifyRequest\x1a\'.mcp_classifier.api.v1.ClassifyResponse\x12O\n\x04Info\x12\".mcp_classifier.api.v1.InfoRequest\x1a#.mcp_classifier.api.v1.InfoResponse\x12R\n\x05\x45mbed\x12#.mcp_classifier.api.v1.EmbedRequest\x1a$.mcp_classifier.api.v1.EmbedResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&mcp_classifier/api/v1/classifier.proto\x12\x15mcp_classifier.api.v1\"v\n\x0c\x45mbedRequest\x12\r\n\x05texts\x18\x01 \x03(\t\x12\x36\n\x04kind\x18\x02 \x01(\x0e\x32(.mcp_classifier.api.v1.EmbedRequest.Kind\"\x1f\n\x04Kind\x12\t\n\x05QUERY\x10\x00\x12\x0c\n\x08\x44OCUMENT\x10\x01\"F\n\rEmbedResponse\x12\x0f\n\x07vectors\x18\x01 \x01(\x0c\x12\x12\n\ndimensions\x18\x02 \x01(\x05\x12\x10\n\x08model_id\x18\x03 \x01(\t\"i\n\x0f\x43lassifyRequest\x12\r\n\x05texts\x18\x01 \x03(\t\x12\x1a\n\x12with_probabilities\x18\x02 \x01(\x08\x12\x12\n\nclassifier\x18\x04 \x01(\tJ\x04\x08\x03\x10\x04R\x11lone_call_threads\"\xda\x02\n\x0e\x43lassification\x12\x13\n\x0b\x63lass_index\x18\x01 \x01(\x05\x12\x10\n\x08\x63\x61tegory\x18\x02 \x01(\t\x12\x12\n\nconfidence\x18\x03 \x01(\x01\x12\r\n\x05model\x18\x04 \x01(\t\x12\x15\n\ruse_reasoning\x18\x05 \x01(\x08\x12\x15\n\rprobabilities\x18\x06 \x03(\x01\x12\x0f\n\x07\x65ntropy\x18\x07 \x01(\x01\x12\x14\n\x0cout_of_scope\x18\x08 \x01(\x08\x12\x0e\n\x06labels\x18\t \x03(\t\x12\x0e\n\x06margin\x18\n \x01(\x01\x12\x10\n\x08model_id\x18\x0b \x01(\t\x12\x1c\n\x14\x63\x61tegory_set_version\x18\x0c \x01(\t\x12\x16\n\x0epolicy_version\x18\r \x01(\t\x12\x10\n\x08language\x18\x0e \x01(\t\x12\x19\n\x11language_unserved\x18\x0f \x01(\x08\x12\x14\n\x0clabel_scores\x18\x10 \x03(\x01\"\xa8\x01\n\x10\x43lassifyResponse\x12\x36\n\x07results\x18\x01 \x03(\x0b\x32%.mcp_classifier.api.v1.Classification\x12\x1c\n\x14\x63\x61tegory_set_version\x18\x02 \x01(\t\x12\x16\n\x0epolicy_version\x18\x03 \x01(\t\x12\x10\n\x08model_id\x18\x04 \x01(\tJ\x04\x08\x05\x10\x06R\x0elone_call_gain\"!\n\x0bInfoRequest\x12\x12\n\nclassifier\x18\x01 \x01(\t\"D\n\x08\x43\x61tegory\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x15\n\rsystem_prompt\x18\x03 \x01(\t\"\xdc\x03\n\x0cInfoResponse\x12\x10\n\x08model_id\x18\x01 \x01(\t\x12\x1c\n\x14\x63\x61tegory_set_version\x18\x02 \x01(\t\x12\x16\n\x0epolicy_version\x18\x03 \x01(\t\x12\x12\n\nindex_size\x18\x04 \x01(\x05\x12\x13\n\x0btemperature\x18\x05 \x01(\x01\x12\x1e\n\x16leave_one_out_accuracy\x18\x06 \x01(\x01\x12\x0e\n\x06\x64\x65vice\x18\x07 \x01(\t\x12\r\n\x05\x64type\x18\x08 \x01(\t\x12\x0f\n\x07pooling\x18\t \x01(\t\x12\x33\n\ncategories\x18\n \x03(\x0b\x32\x1f.mcp_classifier.api.v1.Category\x12\x13\n\x0b\x63onfig_json\x18\x0b \x01(\t\x12\x36\n\x0b\x62\x61tch_stats\x18\x0c \x01(\x0b\x32!.mcp_classifier.api.v1.BatchStats\x12\x14\n\x0creload_error\x18\r \x01(\t\x12\x0f\n\x07scoring\x18\x0e \x01(\t\x12\x12\n\nscope_json\x18\x0f \x01(\t\x12\x18\n\x10served_languages\x18\x10 \x03(\t\x12\x1f\n\x17language_min_confidence\x18\x11 \x01(\x01\x12\x13\n\x0b\x63lassifiers\x18\x12 \x03(\t\"^\n\nBatchStats\x12\x0f\n\x07\x62\x61tches\x18\x01 \x01(\x03\x12\r\n\x05texts\x18\x02 \x01(\x03\x12\x15\n\rlargest_batch\x18\x03 \x01(\x03\x12\x19\n\x11\x62\x61tch_size_counts\x18\x04 \x03(\x03\x32\x8e\x02\n\nClassifier\x12[\n\x08\x43lassify\x12&.mcp_classifier.api.v1.ClassifyRequest\x1a\'.mcp_classifier.api.v1.ClassifyResponse\x12O\n\x04Info\x12\".mcp_classifier.api.v1.InfoRequest\x1a#.mcp_classifier.api.v1.InfoResponse\x12R\n\x05\x45mbed\x12#.mcp_classifier.api.v1.EmbedRequest\x1a$.mcp_classifier.api.v1.EmbedResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,19 +38,19 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_EMBEDRESPONSE']._serialized_start=185
   _globals['_EMBEDRESPONSE']._serialized_end=255
   _globals['_CLASSIFYREQUEST']._serialized_start=257
-  _globals['_CLASSIFYREQUEST']._serialized_end=342
-  _globals['_CLASSIFICATION']._serialized_start=345
-  _globals['_CLASSIFICATION']._serialized_end=691
-  _globals['_CLASSIFYRESPONSE']._serialized_start=694
-  _globals['_CLASSIFYRESPONSE']._serialized_end=862
-  _globals['_INFOREQUEST']._serialized_start=864
-  _globals['_INFOREQUEST']._serialized_end=877
-  _globals['_CATEGORY']._serialized_start=879
-  _globals['_CATEGORY']._serialized_end=947
-  _globals['_INFORESPONSE']._serialized_start=950
-  _globals['_INFORESPONSE']._serialized_end=1405
-  _globals['_BATCHSTATS']._serialized_start=1407
-  _globals['_BATCHSTATS']._serialized_end=1501
-  _globals['_CLASSIFIER']._serialized_start=1504
-  _globals['_CLASSIFIER']._serialized_end=1774
+  _globals['_CLASSIFYREQUEST']._serialized_end=362
+  _globals['_CLASSIFICATION']._serialized_start=365
+  _globals['_CLASSIFICATION']._serialized_end=711
+  _globals['_CLASSIFYRESPONSE']._serialized_start=714
+  _globals['_CLASSIFYRESPONSE']._serialized_end=882
+  _globals['_INFOREQUEST']._serialized_start=884
+  _globals['_INFOREQUEST']._serialized_end=917
+  _globals['_CATEGORY']._serialized_start=919
+  _globals['_CATEGORY']._serialized_end=987
+  _globals['_INFORESPONSE']._serialized_start=990
+  _globals['_INFORESPONSE']._serialized_end=1466
+  _globals['_BATCHSTATS']._serialized_start=1468
+  _globals['_BATCHSTATS']._serialized_end=1562
+  _globals['_CLASSIFIER']._serialized_start=1565
+  _globals['_CLASSIFIER']._serialized_end=1835
 # @@protoc_insertion_point(module_scope)

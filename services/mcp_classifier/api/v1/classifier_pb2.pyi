@@ -32,12 +32,14 @@ class EmbedResponse(_message.Message):
     def __init__(self, vectors: _Optional[bytes] = ..., dimensions: _Optional[int] = ..., model_id: _Optional[str] = ...) -> None: ...
 
 class ClassifyRequest(_message.Message):
-    __slots__ = ("texts", "with_probabilities")
+    __slots__ = ("texts", "with_probabilities", "classifier")
     TEXTS_FIELD_NUMBER: _ClassVar[int]
     WITH_PROBABILITIES_FIELD_NUMBER: _ClassVar[int]
+    CLASSIFIER_FIELD_NUMBER: _ClassVar[int]
     texts: _containers.RepeatedScalarFieldContainer[str]
     with_probabilities: bool
-    def __init__(self, texts: _Optional[_Iterable[str]] = ..., with_probabilities: _Optional[bool] = ...) -> None: ...
+    classifier: str
+    def __init__(self, texts: _Optional[_Iterable[str]] = ..., with_probabilities: _Optional[bool] = ..., classifier: _Optional[str] = ...) -> None: ...
 
 class Classification(_message.Message):
     __slots__ = ("class_index", "category", "confidence", "model", "use_reasoning", "probabilities", "entropy", "out_of_scope", "labels", "margin", "model_id", "category_set_version", "policy_version", "language", "language_unserved", "label_scores")
@@ -88,8 +90,10 @@ class ClassifyResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[Classification, _Mapping]]] = ..., category_set_version: _Optional[str] = ..., policy_version: _Optional[str] = ..., model_id: _Optional[str] = ...) -> None: ...
 
 class InfoRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("classifier",)
+    CLASSIFIER_FIELD_NUMBER: _ClassVar[int]
+    classifier: str
+    def __init__(self, classifier: _Optional[str] = ...) -> None: ...
 
 class Category(_message.Message):
     __slots__ = ("name", "description", "system_prompt")
@@ -102,7 +106,7 @@ class Category(_message.Message):
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., system_prompt: _Optional[str] = ...) -> None: ...
 
 class InfoResponse(_message.Message):
-    __slots__ = ("model_id", "category_set_version", "policy_version", "index_size", "temperature", "leave_one_out_accuracy", "device", "dtype", "pooling", "categories", "config_json", "batch_stats", "reload_error", "scoring", "scope_json", "served_languages", "language_min_confidence")
+    __slots__ = ("model_id", "category_set_version", "policy_version", "index_size", "temperature", "leave_one_out_accuracy", "device", "dtype", "pooling", "categories", "config_json", "batch_stats", "reload_error", "scoring", "scope_json", "served_languages", "language_min_confidence", "classifiers")
     MODEL_ID_FIELD_NUMBER: _ClassVar[int]
     CATEGORY_SET_VERSION_FIELD_NUMBER: _ClassVar[int]
     POLICY_VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -120,6 +124,7 @@ class InfoResponse(_message.Message):
     SCOPE_JSON_FIELD_NUMBER: _ClassVar[int]
     SERVED_LANGUAGES_FIELD_NUMBER: _ClassVar[int]
     LANGUAGE_MIN_CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    CLASSIFIERS_FIELD_NUMBER: _ClassVar[int]
     model_id: str
     category_set_version: str
     policy_version: str
@@ -137,7 +142,8 @@ class InfoResponse(_message.Message):
     scope_json: str
     served_languages: _containers.RepeatedScalarFieldContainer[str]
     language_min_confidence: float
-    def __init__(self, model_id: _Optional[str] = ..., category_set_version: _Optional[str] = ..., policy_version: _Optional[str] = ..., index_size: _Optional[int] = ..., temperature: _Optional[float] = ..., leave_one_out_accuracy: _Optional[float] = ..., device: _Optional[str] = ..., dtype: _Optional[str] = ..., pooling: _Optional[str] = ..., categories: _Optional[_Iterable[_Union[Category, _Mapping]]] = ..., config_json: _Optional[str] = ..., batch_stats: _Optional[_Union[BatchStats, _Mapping]] = ..., reload_error: _Optional[str] = ..., scoring: _Optional[str] = ..., scope_json: _Optional[str] = ..., served_languages: _Optional[_Iterable[str]] = ..., language_min_confidence: _Optional[float] = ...) -> None: ...
+    classifiers: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, model_id: _Optional[str] = ..., category_set_version: _Optional[str] = ..., policy_version: _Optional[str] = ..., index_size: _Optional[int] = ..., temperature: _Optional[float] = ..., leave_one_out_accuracy: _Optional[float] = ..., device: _Optional[str] = ..., dtype: _Optional[str] = ..., pooling: _Optional[str] = ..., categories: _Optional[_Iterable[_Union[Category, _Mapping]]] = ..., config_json: _Optional[str] = ..., batch_stats: _Optional[_Union[BatchStats, _Mapping]] = ..., reload_error: _Optional[str] = ..., scoring: _Optional[str] = ..., scope_json: _Optional[str] = ..., served_languages: _Optional[_Iterable[str]] = ..., language_min_confidence: _Optional[float] = ..., classifiers: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class BatchStats(_message.Message):
     __slots__ = ("batches", "texts", "largest_batch", "batch_size_counts")
