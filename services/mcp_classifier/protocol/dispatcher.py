@@ -65,6 +65,17 @@ MethodObserver = Callable[[str, str, str], None]
 HANDSHAKE_ERA = "handshake"
 
 
+def method_failure(exc: Exception, method: str) -> JsonRpcError:
+    """What a failed method answers, for every door that runs one: a protocol error as it is, a backend failure as
+    SERVER_UNAVAILABLE with its kind, anything else as INTERNAL_ERROR naming only the exception's type (logged whole)."""
+    if isinstance(exc, JsonRpcError):
+        return exc
+    if isinstance(exc, BackendError):
+        return JsonRpcError(SERVER_UNAVAILABLE, f"classification backend {exc.kind}: {exc}", {"kind": exc.kind})
+    log.exception("method %s failed", method, exc_info=exc)
+    return JsonRpcError(INTERNAL_ERROR, f"Internal error in {method}: {type(exc).__name__}")
+
+
 class McpDispatcher:
     """Stateless: no session, any method works without a prior initialize (any replica gets any request)."""
 
@@ -188,13 +199,11 @@ class McpDispatcher:
     async def _run(self, method: str, handler: Handler, params: dict[str, Any]) -> dict[str, Any]:
         try:
             return await handler(params)
-        except JsonRpcError:
-            raise
-        except BackendError as exc:
-            raise JsonRpcError(SERVER_UNAVAILABLE, f"classification backend {exc.kind}: {exc}", {"kind": exc.kind}) from exc
         except Exception as exc:
-            log.exception("method %s failed", method)
-            raise JsonRpcError(INTERNAL_ERROR, f"Internal error in {method}: {type(exc).__name__}") from exc
+            failure = method_failure(exc, method)
+            if failure is exc:
+                raise
+            raise failure from exc
 
     # ---- methods ---------------------------------------------------------------------------
     async def _notification(self, request: Request) -> None:

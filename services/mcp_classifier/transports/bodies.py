@@ -8,9 +8,10 @@ import orjson
 from fastapi import Request
 from fastapi.responses import Response
 
-from ..protocol.errors import ErrorKind
+from ..protocol.errors import ErrorKind, rule_of, settle
 from ..protocol.jsonrpc import INVALID_REQUEST, PARSE_ERROR, JsonRpcError
 from ..protocol.refusals import refusal_body
+from ..telemetry import GatewayMetrics
 
 
 class BodyTooLarge(Exception):
@@ -18,7 +19,20 @@ class BodyTooLarge(Exception):
 
 
 def json_response(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    return Response(orjson.dumps(payload), status_code=status, media_type="application/json", headers=headers)
+    """numpy arrays are written as lists (an embedding answer holds them)."""
+    body = orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY)
+    return Response(body, status_code=status, media_type="application/json", headers=headers)
+
+
+def rest_error(exc: JsonRpcError, method: str, metrics: GatewayMetrics) -> Response:
+    """The REST shape of an error: {"error", "data"} with the table's HTTP status; data carries the event and trace ids."""
+    kind = settle(exc, method)
+    metrics.errors.labels(kind.value).inc()
+    payload: dict[str, Any] = {"error": exc.message}
+    error_data = exc.to_error().get("data")
+    if error_data is not None:
+        payload["data"] = error_data
+    return json_response(payload, status=rule_of(exc).rest_status)
 
 
 def refusal(status: int, kind: str, message: str, headers: dict[str, str] | None = None) -> Response:

@@ -22,7 +22,7 @@ from ..classify.scope_stats import public_scope
 from ..edge import EdgeGuard, EdgeMiddleware
 from ..protocol import correlation
 from ..protocol.dispatcher import McpDispatcher
-from ..protocol.errors import ErrorKind, rule_of, settle
+from ..protocol.errors import ErrorKind
 from ..protocol.excerpts import clip, excerpt
 from ..protocol.jsonrpc import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, JsonRpcError
 from ..protocol.tools import ToolError
@@ -30,7 +30,7 @@ from ..settings import ServingSettings
 from ..telemetry import GatewayMetrics
 from ..toolfilter.tool_filter import ToolFilter, filter_arguments
 from . import openapi
-from .bodies import BodyTooLarge, body_too_large, json_response, read_body, read_json, refusal
+from .bodies import BodyTooLarge, body_too_large, json_response, read_body, read_json, refusal, rest_error
 from .correlated import TOOL_FILTER_PATH, CorrelationMiddleware
 from .jsonrpc_post import answer_post
 from .mcp_paths import McpPathMiddleware
@@ -284,17 +284,6 @@ def _classifier_health(info: ClassifierInfo) -> dict[str, Any]:
         "categories_reload_error": info.reload_error,
         "scope": public_scope(info.scope, info.categories.names, info.categories.detect_out_of_scope),
     }
-
-
-def rest_error(exc: JsonRpcError, method: str, metrics: GatewayMetrics) -> Response:
-    """The REST shape of an error: {"error", "data"} with the table's HTTP status; data carries the event and trace ids."""
-    kind = settle(exc, method)
-    metrics.errors.labels(kind.value).inc()
-    payload: dict[str, Any] = {"error": exc.message}
-    error_data = exc.to_error().get("data")
-    if error_data is not None:
-        payload["data"] = error_data
-    return json_response(payload, status=rule_of(exc).rest_status)
 
 
 def _add_tool_filter_route(app: FastAPI, tool_filter: ToolFilter, max_body_bytes: int, metrics: GatewayMetrics) -> None:

@@ -26,7 +26,7 @@ from ..protocol.excerpts import excerpt
 from ..protocol.openai_errors import SERVER_ERROR, OpenAiError
 from ..telemetry import GatewayMetrics
 from . import openai_models
-from .bodies import BodyTooLarge, read_body
+from .bodies import BodyTooLarge, json_response, read_body
 
 EMBEDDINGS_PATH = "/v1/embeddings"
 MODELS_PATH = "/v1/models"
@@ -83,7 +83,7 @@ async def _observed(path: str, metrics: GatewayMetrics, answer: Any) -> Response
         response: Response = await answer
     except OpenAiError as exc:
         metrics.errors.labels(exc.code or exc.type).inc()
-        response = _json(exc.body(), exc.status)
+        response = json_response(exc.body(), exc.status)
     metrics.observe(path, response.status_code, time.perf_counter() - started)
     return response
 
@@ -91,11 +91,11 @@ async def _observed(path: str, metrics: GatewayMetrics, answer: Any) -> Response
 async def _models(backend: ClassificationBackend, options: EmbeddingsOptions) -> Response:
     info = await _served(backend)
     card = {"id": info.model_id, "object": "model", "created": options.created, "owned_by": OWNED_BY}
-    return _json({"object": "list", "data": [card]})
+    return json_response({"object": "list", "data": [card]})
 
 
 async def _embeddings(request: Request, backend: ClassificationBackend, options: EmbeddingsOptions, max_body_bytes: int) -> Response:
-    ask = parse_request(await _read_json(request, max_body_bytes), options.max_inputs)
+    ask = parse_request(await _readjson_response(request, max_body_bytes), options.max_inputs)
     info = await _served(backend)
     if ask.model not in {info.model_id, options.model_name}:
         raise OpenAiError(
@@ -111,7 +111,7 @@ async def _embeddings(request: Request, backend: ClassificationBackend, options:
     if ask.dimensions is not None:
         vectors = cut_to(vectors, ask.dimensions, options.matryoshka or known_matryoshka(info.model_id), info.model_id)
     tokens = sum(estimated_tokens(text, options.max_seq_length) for text in ask.texts)
-    return _json(
+    return json_response(
         {
             "object": "list",
             "data": [{"object": "embedding", "index": i, "embedding": _encoded(row, ask.base64)} for i, row in enumerate(vectors)],
@@ -121,7 +121,7 @@ async def _embeddings(request: Request, backend: ClassificationBackend, options:
     )
 
 
-async def _read_json(request: Request, max_body_bytes: int) -> Any:
+async def _readjson_response(request: Request, max_body_bytes: int) -> Any:
     try:
         raw = await read_body(request, max_body_bytes)
     except BodyTooLarge:
@@ -233,7 +233,3 @@ def _encoded(row: np.ndarray, as_base64: bool) -> Any:
     if as_base64:
         return base64.b64encode(np.asarray(row, dtype="<f4").tobytes()).decode("ascii")
     return np.ascontiguousarray(row, dtype=np.float32)  # orjson writes each float32 in its shortest exact form
-
-
-def _json(payload: Any, status: int = 200) -> Response:
-    return Response(orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY), status_code=status, media_type="application/json")

@@ -8,25 +8,21 @@ the REST error shape, and the revision that decided in headers, as ``_meta`` nam
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass
 
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
-from ..backend.base import BackendError, BackendUnavailable, ClassificationBackend
+from ..backend.base import BackendUnavailable, ClassificationBackend
 from ..classify.registry import DEFAULT, UnknownClassifier
 from ..classify.results import ClassificationResult, ClassifierInfo
 from ..protocol import correlation
-from ..protocol.errors import rule_of, settle
-from ..protocol.jsonrpc import INTERNAL_ERROR, SERVER_UNAVAILABLE, JsonRpcError
+from ..protocol.dispatcher import method_failure
 from ..protocol.label_distribution import LabelSet, label_distributions, read_router_request
 from ..telemetry import GatewayMetrics
 from . import openapi
-from .bodies import json_response, read_json, refusal
-
-log = logging.getLogger(__name__)
+from .bodies import json_response, read_json, refusal, rest_error
 
 ROUTER_CLASSIFY_PATH = "/classify"
 NAMED_CLASSIFY_ROUTE = "/classifiers/{name}/classify"  # the same contract, for the classifier of that name; its metrics label
@@ -75,13 +71,8 @@ def add_router_classify_route(app: FastAPI, backend: ClassificationBackend, metr
             distributions = label_distributions(results, LabelSet.of(info.categories))
         except UnknownClassifier as exc:
             return refusal(404, UNKNOWN_CLASSIFIER, str(exc))
-        except JsonRpcError as exc:
-            return _error(exc, metrics)
-        except BackendError as exc:
-            return _error(JsonRpcError(SERVER_UNAVAILABLE, f"classification backend {exc.kind}: {exc}", {"kind": exc.kind}), metrics)
-        except Exception as exc:
-            log.exception("%s failed", ROUTER_CLASSIFY_PATH)
-            return _error(JsonRpcError(INTERNAL_ERROR, f"Internal error in {METHOD}: {type(exc).__name__}"), metrics)
+        except Exception as exc:  # noqa: BLE001 - method_failure logs every failure it does not expect
+            return rest_error(method_failure(exc, METHOD), METHOD, metrics)
         return json_response(distributions if asked.batched else distributions[0], headers=_revision_headers(results[0], info))
 
 
@@ -102,14 +93,3 @@ def _revision_headers(answer: ClassificationResult, info: ClassifierInfo) -> dic
         CATEGORY_SET_HEADER: revision.category_set_version or info.category_set_version,
         POLICY_HEADER: revision.policy_version or info.policy_version,
     }
-
-
-def _error(exc: JsonRpcError, metrics: GatewayMetrics) -> Response:
-    """The REST error shape with the table's status: ``{"error", "data": {eventId, traceId, ...}}``, never the input."""
-    kind = settle(exc, METHOD)
-    metrics.errors.labels(kind.value).inc()
-    payload: dict[str, object] = {"error": exc.message}
-    data = exc.to_error().get("data")
-    if data is not None:
-        payload["data"] = data
-    return json_response(payload, status=rule_of(exc).rest_status)
