@@ -45,14 +45,13 @@ class GatewayServicer(gpb_grpc.ClassifierGatewayServicer):
         return self.metrics.grpc_in_flight.track_inprogress() if self.metrics is not None else nullcontext()
 
     async def Classify(self, request: gpb.ClassifyTextRequest, context: grpc.aio.ServicerContext) -> gpb.ClassifyTextResponse:
-        payload, trace_id = await self._tool(
-            context, "classify_text", {"text": request.text, "with_probabilities": request.with_probabilities}
-        )
+        arguments = {"text": request.text, "with_probabilities": request.with_probabilities}
+        payload, trace_id = await self._tool(context, "classify_text", _picking(arguments, request.classifier))
         return gpb.ClassifyTextResponse(result=_classification(payload), trace_id=trace_id)
 
     async def ClassifyBatch(self, request: pb.ClassifyRequest, context: grpc.aio.ServicerContext) -> gpb.ClassifyBatchResponse:
         arguments = {"texts": list(request.texts), "with_probabilities": request.with_probabilities}
-        payload, trace_id = await self._tool(context, "classify_batch", arguments)
+        payload, trace_id = await self._tool(context, "classify_batch", _picking(arguments, request.classifier))
         items = [
             gpb.ClassifyBatchItem(error=item["error"]) if "error" in item else gpb.ClassifyBatchItem(result=_classification(item))
             for item in payload["results"]
@@ -60,7 +59,7 @@ class GatewayServicer(gpb_grpc.ClassifierGatewayServicer):
         return gpb.ClassifyBatchResponse(results=items, classified=payload["classified"], failed=payload["failed"], trace_id=trace_id)
 
     async def ListCategories(self, request: gpb.ListCategoriesRequest, context: grpc.aio.ServicerContext) -> gpb.ListCategoriesResponse:
-        payload, trace_id = await self._tool(context, "list_categories", {})
+        payload, trace_id = await self._tool(context, "list_categories", _picking({}, request.classifier))
         categories = [
             pb.Category(
                 name=name,
@@ -93,7 +92,14 @@ class GatewayServicer(gpb_grpc.ClassifierGatewayServicer):
             correlation.finish(record)
 
 
+def _picking(arguments: dict[str, Any], classifier: str) -> dict[str, Any]:
+    """The tool's arguments with the request's classifier; proto3's empty string (unset) leaves the tool's default."""
+    return {**arguments, "classifier": classifier} if classifier else arguments
+
+
 def _classification(payload: dict[str, Any]) -> pb.Classification:
+    """The tool's JSON answer as the message: every field the JSON carries (label_scores is /classify's alone)."""
+    revision = payload.get("_meta") or {}
     return pb.Classification(
         class_index=payload["class"],
         category=payload["category"],
@@ -102,6 +108,14 @@ def _classification(payload: dict[str, Any]) -> pb.Classification:
         use_reasoning=payload["use_reasoning"],
         probabilities=payload.get("probabilities", []),
         entropy=payload.get("entropy", 0.0),
+        out_of_scope=not payload["in_scope"],
+        labels=payload["labels"],
+        margin=payload["margin"],
+        model_id=revision.get("model_id", ""),
+        category_set_version=revision.get("category_set_version", ""),
+        policy_version=revision.get("policy_version", ""),
+        language=payload["language"],
+        language_unserved=not payload["language_served"],
     )
 
 

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from mcp_classifier.api.v1 import classifier_pb2 as mcp__classifier_dot_api_dot_v1_dot_classifier__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#mcp_classifier/api/v1/gateway.proto\x12\x15mcp_classifier.api.v1\x1a&mcp_classifier/api/v1/classifier.proto\"?\n\x13\x43lassifyTextRequest\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x1a\n\x12with_probabilities\x18\x02 \x01(\x08\"_\n\x14\x43lassifyTextResponse\x12\x35\n\x06result\x18\x01 \x01(\x0b\x32%.mcp_classifier.api.v1.Classification\x12\x10\n\x08trace_id\x18\x02 \x01(\t\"h\n\x11\x43lassifyBatchItem\x12\x37\n\x06result\x18\x01 \x01(\x0b\x32%.mcp_classifier.api.v1.ClassificationH\x00\x12\x0f\n\x05\x65rror\x18\x02 \x01(\tH\x00\x42\t\n\x07outcome\"\x88\x01\n\x15\x43lassifyBatchResponse\x12\x39\n\x07results\x18\x01 \x03(\x0b\x32(.mcp_classifier.api.v1.ClassifyBatchItem\x12\x12\n\nclassified\x18\x02 \x01(\x05\x12\x0e\n\x06\x66\x61iled\x18\x03 \x01(\x05\x12\x10\n\x08trace_id\x18\x04 \x01(\t\"\x17\n\x15ListCategoriesRequest\"_\n\x16ListCategoriesResponse\x12\x33\n\ncategories\x18\x01 \x03(\x0b\x32\x1f.mcp_classifier.api.v1.Category\x12\x10\n\x08trace_id\x18\x02 \x01(\t2\xce\x02\n\x11\x43lassifierGateway\x12\x63\n\x08\x43lassify\x12*.mcp_classifier.api.v1.ClassifyTextRequest\x1a+.mcp_classifier.api.v1.ClassifyTextResponse\x12\x65\n\rClassifyBatch\x12&.mcp_classifier.api.v1.ClassifyRequest\x1a,.mcp_classifier.api.v1.ClassifyBatchResponse\x12m\n\x0eListCategories\x12,.mcp_classifier.api.v1.ListCategoriesRequest\x1a-.mcp_classifier.api.v1.ListCategoriesResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#mcp_classifier/api/v1/gateway.proto\x12\x15mcp_classifier.api.v1\x1a&mcp_classifier/api/v1/classifier.proto\"S\n\x13\x43lassifyTextRequest\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x1a\n\x12with_probabilities\x18\x02 \x01(\x08\x12\x12\n\nclassifier\x18\x03 \x01(\t\"_\n\x14\x43lassifyTextResponse\x12\x35\n\x06result\x18\x01 \x01(\x0b\x32%.mcp_classifier.api.v1.Classification\x12\x10\n\x08trace_id\x18\x02 \x01(\t\"h\n\x11\x43lassifyBatchItem\x12\x37\n\x06result\x18\x01 \x01(\x0b\x32%.mcp_classifier.api.v1.ClassificationH\x00\x12\x0f\n\x05\x65rror\x18\x02 \x01(\tH\x00\x42\t\n\x07outcome\"\x88\x01\n\x15\x43lassifyBatchResponse\x12\x39\n\x07results\x18\x01 \x03(\x0b\x32(.mcp_classifier.api.v1.ClassifyBatchItem\x12\x12\n\nclassified\x18\x02 \x01(\x05\x12\x0e\n\x06\x66\x61iled\x18\x03 \x01(\x05\x12\x10\n\x08trace_id\x18\x04 \x01(\t\"+\n\x15ListCategoriesRequest\x12\x12\n\nclassifier\x18\x01 \x01(\t\"_\n\x16ListCategoriesResponse\x12\x33\n\ncategories\x18\x01 \x03(\x0b\x32\x1f.mcp_classifier.api.v1.Category\x12\x10\n\x08trace_id\x18\x02 \x01(\t2\xce\x02\n\x11\x43lassifierGateway\x12\x63\n\x08\x43lassify\x12*.mcp_classifier.api.v1.ClassifyTextRequest\x1a+.mcp_classifier.api.v1.ClassifyTextResponse\x12\x65\n\rClassifyBatch\x12&.mcp_classifier.api.v1.ClassifyRequest\x1a,.mcp_classifier.api.v1.ClassifyBatchResponse\x12m\n\x0eListCategories\x12,.mcp_classifier.api.v1.ListCategoriesRequest\x1a-.mcp_classifier.api.v1.ListCategoriesResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,17 +33,17 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'mcp_classifier.api.v1.gatew
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_CLASSIFYTEXTREQUEST']._serialized_start=102
-  _globals['_CLASSIFYTEXTREQUEST']._serialized_end=165
-  _globals['_CLASSIFYTEXTRESPONSE']._serialized_start=167
-  _globals['_CLASSIFYTEXTRESPONSE']._serialized_end=262
-  _globals['_CLASSIFYBATCHITEM']._serialized_start=264
-  _globals['_CLASSIFYBATCHITEM']._serialized_end=368
-  _globals['_CLASSIFYBATCHRESPONSE']._serialized_start=371
-  _globals['_CLASSIFYBATCHRESPONSE']._serialized_end=507
-  _globals['_LISTCATEGORIESREQUEST']._serialized_start=509
-  _globals['_LISTCATEGORIESREQUEST']._serialized_end=532
-  _globals['_LISTCATEGORIESRESPONSE']._serialized_start=534
-  _globals['_LISTCATEGORIESRESPONSE']._serialized_end=629
-  _globals['_CLASSIFIERGATEWAY']._serialized_start=632
-  _globals['_CLASSIFIERGATEWAY']._serialized_end=966
+  _globals['_CLASSIFYTEXTREQUEST']._serialized_end=185
+  _globals['_CLASSIFYTEXTRESPONSE']._serialized_start=187
+  _globals['_CLASSIFYTEXTRESPONSE']._serialized_end=282
+  _globals['_CLASSIFYBATCHITEM']._serialized_start=284
+  _globals['_CLASSIFYBATCHITEM']._serialized_end=388
+  _globals['_CLASSIFYBATCHRESPONSE']._serialized_start=391
+  _globals['_CLASSIFYBATCHRESPONSE']._serialized_end=527
+  _globals['_LISTCATEGORIESREQUEST']._serialized_start=529
+  _globals['_LISTCATEGORIESREQUEST']._serialized_end=572
+  _globals['_LISTCATEGORIESRESPONSE']._serialized_start=574
+  _globals['_LISTCATEGORIESRESPONSE']._serialized_end=669
+  _globals['_CLASSIFIERGATEWAY']._serialized_start=672
+  _globals['_CLASSIFIERGATEWAY']._serialized_end=1006
 # @@protoc_insertion_point(module_scope)

@@ -8,12 +8,14 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ClassifyTextRequest(_message.Message):
-    __slots__ = ("text", "with_probabilities")
+    __slots__ = ("text", "with_probabilities", "classifier")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     WITH_PROBABILITIES_FIELD_NUMBER: _ClassVar[int]
+    CLASSIFIER_FIELD_NUMBER: _ClassVar[int]
     text: str
     with_probabilities: bool
-    def __init__(self, text: _Optional[str] = ..., with_probabilities: _Optional[bool] = ...) -> None: ...
+    classifier: str
+    def __init__(self, text: _Optional[str] = ..., with_probabilities: _Optional[bool] = ..., classifier: _Optional[str] = ...) -> None: ...
 
 class ClassifyTextResponse(_message.Message):
     __slots__ = ("result", "trace_id")
@@ -44,8 +46,10 @@ class ClassifyBatchResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[ClassifyBatchItem, _Mapping]]] = ..., classified: _Optional[int] = ..., failed: _Optional[int] = ..., trace_id: _Optional[str] = ...) -> None: ...
 
 class ListCategoriesRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("classifier",)
+    CLASSIFIER_FIELD_NUMBER: _ClassVar[int]
+    classifier: str
+    def __init__(self, classifier: _Optional[str] = ...) -> None: ...
 
 class ListCategoriesResponse(_message.Message):
     __slots__ = ("categories", "trace_id")

@@ -70,7 +70,7 @@ class ClassifierGatewayServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListCategories(self, request, context):
-        """The categories served, with their descriptions and routing system prompts.
+        """The categories a classifier serves, with their descriptions and routing system prompts.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
