@@ -59,6 +59,41 @@ def test_concurrent_requests_are_batched_and_equal_unbatched_answers(classifier:
         np.testing.assert_allclose(one.probabilities, many.probabilities, atol=1e-4)
 
 
+def test_concurrent_embedding_requests_share_model_calls_and_equal_unbatched_vectors(classifier: Classifier) -> None:
+    """/v1/embeddings from many clients: one text each, fewer model calls than requests, each kind with its own prompt."""
+    kinds = ["query" if i % 3 else "document" for i in range(len(TEXTS))]
+    unbatched = [classifier.embed([t], k)[0] for t, k in zip(TEXTS, kinds)]
+    long_list = TEXTS * 2  # over the batch size: one model call of its own, as a tool list is
+
+    async def run() -> tuple[list[np.ndarray], np.ndarray, int]:
+        backend = _backend(classifier)
+        calls = 0
+        embed = backend.worker.embed
+
+        async def counted(texts: list[str], kind: str) -> np.ndarray:
+            nonlocal calls
+            calls += 1
+            return await embed(texts, kind)
+
+        backend.worker.embed = counted  # type: ignore[method-assign]
+        await backend.start()
+        try:
+            rows = await asyncio.gather(*(backend.embed([t], k) for t, k in zip(TEXTS, kinds)))  # type: ignore[arg-type]
+            before = calls
+            whole = await backend.embed(long_list, "document")
+            assert calls == before + 1, "a list over the batch size is one model call"
+            return [r[0] for r in rows], whole, before
+        finally:
+            await backend.close()
+
+    batched, whole, calls = asyncio.run(run())
+    assert calls < len(TEXTS) / 2, f"{len(TEXTS)} concurrent embedding requests took {calls} model calls"
+    # A lone text may run on the fp16 weights (docs/decisions/0012): the same vector to a cosine of 0.9999
+    cosines = np.einsum("ij,ij->i", np.stack(batched), np.stack(unbatched))
+    assert cosines.min() > 0.9999, cosines.min()
+    np.testing.assert_allclose(whole, classifier.embed(long_list, "document"), atol=1e-5)
+
+
 def test_event_loop_keeps_running_while_the_model_works(classifier: Classifier) -> None:
     texts = TEXTS * 16  # 512 texts, run as 4 batches of 128
     tick_s = 0.005
