@@ -2,7 +2,9 @@
 
 wrk itself is driven here (not a library): one thread, N keep-alive connections, a Lua script that
 cycles through the benchmark's texts so consecutive requests differ, counts answers whose MCP
-result says ``isError`` and prints its summary and latency percentiles as one JSON line.
+result says ``isError`` and prints its summary and latency percentiles as one JSON line. The route and
+the body each text becomes are the caller's (classify_text on /mcp/tools/call unless told otherwise), so
+one driver loads any JSON route, another server's included.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .cpu import ProcessTree, host_busy_seconds
@@ -21,6 +23,7 @@ from .loadgen import HttpResult, body_of
 WRK_SCRIPT = r"""
 local bodies = {}
 local next_body = 1
+local path = "/mcp/tools/call"
 is_error = 0  -- global: done() reads it from each thread with thread:get
 local thread_list = {}
 
@@ -30,6 +33,7 @@ end
 
 function init(args)
   for line in io.lines(args[1]) do table.insert(bodies, line) end
+  if args[2] then path = args[2] end
   wrk.method = "POST"
   wrk.headers["Content-Type"] = "application/json"
 end
@@ -37,7 +41,7 @@ end
 function request()
   local body = bodies[next_body]
   next_body = next_body % #bodies + 1
-  return wrk.format(nil, "/mcp/tools/call", nil, body)
+  return wrk.format(nil, path, nil, body)
 end
 
 function response(status, headers, body)
@@ -61,15 +65,23 @@ def wrk_available() -> bool:
     return shutil.which("wrk") is not None
 
 
-class Wrk:
-    """One prepared workload (script and request bodies on disk) that can be run at any client count."""
+CLASSIFY_PATH = "/mcp/tools/call"
 
-    def __init__(self, texts: Sequence[str]) -> None:
+
+class Wrk:
+    """One prepared workload (script and request bodies on disk) that can be run at any client count.
+
+    Each text is one request: ``body`` turns it into the JSON body (one line: wrk reads a body a line) POSTed
+    to ``path``. An answer other than 2xx is a failure on any route; ``"isError":true`` one on the MCP routes.
+    """
+
+    def __init__(self, texts: Sequence[str], *, path: str = CLASSIFY_PATH, body: Callable[[str], bytes] = body_of) -> None:
         self._dir = Path(tempfile.mkdtemp(prefix="bench-wrk-"))
         self.script = self._dir / "classify.lua"
         self.script.write_text(WRK_SCRIPT)
         self.bodies = self._dir / "bodies.jsonl"
-        self.bodies.write_bytes(b"\n".join(body_of(t) for t in texts) + b"\n")
+        self.bodies.write_bytes(b"\n".join(body(t) for t in texts) + b"\n")
+        self.path = path
 
     def run(self, url: str, clients: int, seconds: float, tree: ProcessTree | None = None, timeout_s: float = 30.0) -> HttpResult:
         """Closed loop: each of ``clients`` connections sends its next request when the last is answered."""
@@ -84,6 +96,7 @@ class Wrk:
             url,
             "--",
             str(self.bodies),
+            self.path,
         ]
         server0, wrk0, host0 = _cpu(tree)
         done = subprocess.run(command, capture_output=True, text=True, check=False)
