@@ -11,7 +11,9 @@ queries of datasets/accuracy (router traffic). Rows:
     (pip install lingua-language-detector first; it is not a dependency of the service).
 
 For each: milliseconds per text, its ratio to the classify floor, the memory it added and its load time, and at
-each --thresholds: English router traffic said unserved, hard English said unserved, other languages caught.
+each --thresholds: English router traffic said unserved, hard English said unserved, other languages caught, and
+the English queries (router and hard) the answer names `en` (a language is named only at the threshold, else `und`;
+an English query named another language is one said unserved).
 
 Usage:
     python -m loadtests.bench_language [--thresholds 0.8,0.9,0.95] [--rounds 3] [--with-lingua]
@@ -119,10 +121,11 @@ def main() -> None:
     print(f"{len(traffic)} English router queries, {len(hard)} hard English, {len(foreign)} in other languages; host load {load_now()}")
     print()
     print(
-        "| detector | ms / text | x classify | memory added (MB) | load (s) | threshold | router English unserved | hard English unserved | other languages caught |"
+        "| detector | ms / text | x classify | memory added (MB) | load (s) | threshold | router English unserved | hard English unserved "
+        "| other languages caught | English named en |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    print(f"| classify (model, one text a call) | {floor:.3f} | 1.00 | | | | | | |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print(f"| classify (model, one text a call) | {floor:.3f} | 1.00 | | | | | | | |")
     for name, check, verdicts, load_s, added in measured:
         per_text = cost_ms(check, sample, args.rounds)
         for threshold in thresholds:
@@ -132,9 +135,11 @@ def main() -> None:
                 return by_script or (language != "en" and probability >= threshold)
 
             counts = [sum(map(unserved, group)) for group in verdicts]
+            english = verdicts[0] + verdicts[1]
+            named = sum(language == "en" and probability >= threshold for language, probability, _ in english)
             print(
                 f"| {name} | {per_text:.3f} | {per_text / floor:.3f} | {added:.0f} | {load_s:.2f} | {threshold:g} "
-                f"| {counts[0]}/{len(traffic)} | {counts[1]}/{len(hard)} | {counts[2]}/{len(foreign)} |"
+                f"| {counts[0]}/{len(traffic)} | {counts[1]}/{len(hard)} | {counts[2]}/{len(foreign)} | {named}/{len(english)} |"
             )
     sys.stdout.flush()
 

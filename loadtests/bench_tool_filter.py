@@ -11,8 +11,12 @@ p50/p99 at 1 client (sequential) and 16 concurrent clients (warm only: cold at 1
 the model's throughput, not the filter). The published figures of LiteLLM's filter (hosted
 embeddings) are printed beside for scale.
 
+Then the warm rows again on a gateway with feedback from use on (`--tool-feedback`, its vectors in the
+embedded Redis), after `--feedback-vectors` feedback posts have given every tool of the list that many
+past-request vectors: what a request pays to read and weigh them.
+
 Usage (from the repository root):
-    python -m loadtests.bench_tool_filter [--requests 30] [--sizes 10,100,1000] [serve flags...]
+    python -m loadtests.bench_tool_filter [--requests 30] [--sizes 10,100,1000] [--feedback-vectors 3] [serve flags...]
 """
 
 from __future__ import annotations
@@ -96,6 +100,40 @@ async def measure(url: str, n: int, cold: bool, clients: int, requests: int) -> 
     return percentile(latencies, 50) * 1000, percentile(latencies, 99) * 1000, failures
 
 
+FEEDBACK_CHUNK = 64  # tools named by one feedback post: the door's own limit
+
+
+async def give_feedback(url: str, n: int, vectors: int) -> int:
+    """Every tool of the warm list gets ``vectors`` past requests (one post per chunk of tools); the failed posts."""
+    tools, failures = tools_of(n), 0
+    async with session_for(url, 1) as session:
+        for round_number in range(vectors):
+            query = f"{QUERIES[round_number % len(QUERIES)]} (round {round_number})"
+            for start in range(0, n, FEEDBACK_CHUNK):
+                body = orjson.dumps({"query": query, "called": tools[start : start + FEEDBACK_CHUNK]})
+                async with session.post("/v1/tools/feedback", data=body, headers=JSON_HEADERS) as response:
+                    payload = orjson.loads(await response.read())
+                failures += response.status != 200 or not payload.get("stored")
+    return failures
+
+
+def feedback_rows(sizes: Sequence[int], args: argparse.Namespace, serve_flags: Sequence[str]) -> list[tuple[int, Any, Any, int]]:
+    """Warm p50/p99 at 1 and ``args.clients`` clients with feedback on and ``args.feedback_vectors`` vectors per tool."""
+    server = Server(["--backend", "local", "--max-body-bytes", str(16 * 2**20), "--tool-feedback", *serve_flags])
+    rows = []
+    try:
+        url = server.wait_ready()
+        for n in sizes:
+            seeded = run_event_loop(give_feedback(url, n, args.feedback_vectors))
+            warm1 = run_event_loop(measure(url, n, False, 1, args.requests))
+            warm16 = run_event_loop(measure(url, n, False, args.clients, args.requests * 2))
+            rows.append((n, warm1, warm16, seeded))
+            print(f"  {n} tools, feedback on: warm p50 {warm1[0]:.1f} ms", file=sys.stderr)
+    finally:
+        server.stop()
+    return rows
+
+
 def _body(tools: list[dict[str, Any]], i: int) -> bytes:
     return orjson.dumps({"name": "select_tools", "arguments": {"query": QUERIES[i % len(QUERIES)], "tools": tools}})
 
@@ -105,6 +143,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sizes", default="10,100,1000")
     parser.add_argument("--requests", type=int, default=30, help="requests per row [default: 30]")
     parser.add_argument("--clients", type=int, default=16, help="concurrent clients of the warm rows [default: 16]")
+    parser.add_argument(
+        "--feedback-vectors", type=int, default=3, help="past-request vectors per tool in the feedback-on rows; 0 skips them [default: 3]"
+    )
     args, serve_flags = parser.parse_known_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     print("raw in-process forward of the same tool texts:", file=sys.stderr)
@@ -131,7 +172,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"| {n} | {raw_ms:.1f} | {cold[0]:.1f} / {cold[1]:.1f} | {cold[0] / raw_ms:.2f}x | {warm1[0]:.1f} / {warm1[1]:.1f} "
             f"| {warm16[0]:.1f} / {warm16[1]:.1f} | {failures} | {SEED_FIGURES.get(n, '—')} |"
         )
+    if args.feedback_vectors > 0:
+        _print_feedback_rows(feedback_rows(sizes, args, serve_flags), rows, args)
     return 0
+
+
+def _print_feedback_rows(feedback: list[tuple[int, Any, Any, int]], rows: list[tuple[Any, ...]], args: argparse.Namespace) -> None:
+    warm_without = {row[0]: row[3] for row in rows}
+    print()
+    print(
+        f"| tools | feedback on: warm p50 / p99 ms (1 client), {args.feedback_vectors} vectors per tool | off: warm p50 ms "
+        f"| on: warm p50 / p99 ms ({args.clients} clients) | failures |"
+    )
+    print("|---:|---:|---:|---:|---:|")
+    for n, warm1, warm16, seeded in feedback:
+        print(
+            f"| {n} | {warm1[0]:.1f} / {warm1[1]:.1f} | {warm_without[n][0]:.1f} | {warm16[0]:.1f} / {warm16[1]:.1f} "
+            f"| {seeded + warm1[2] + warm16[2]} |"
+        )
 
 
 if __name__ == "__main__":

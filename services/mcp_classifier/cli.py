@@ -60,6 +60,16 @@ def _short_help(description: str | None) -> str:
 
 
 CLASSIFIER_FLAG = "classifier_flags"  # where argparse gathers each --classifier NAME=FILE
+CLASSIFY_PORT_FLAG = "classify_port_flags"  # and each --classify-port NAME=PORT
+# Repeatable NAME=VALUE flags beside a setting of the same pairs, comma-joined: (group, flag, dest, metavar, setting).
+PAIR_FLAGS = (
+    ("categories", "--classifier", CLASSIFIER_FLAG, "NAME=FILE", "classifiers"),
+    ("serving", "--classify-port", CLASSIFY_PORT_FLAG, "NAME=PORT", "classify_ports"),
+)
+PAIR_FLAG_HELP = {
+    CLASSIFIER_FLAG: "one more classifier on the same model (repeatable): adds to classifiers",
+    CLASSIFY_PORT_FLAG: "a port whose POST /classify answers classifier NAME (repeatable): adds to classify_ports",
+}
 
 
 def add_settings_flags(parser: argparse.ArgumentParser, *, show_all: bool = False) -> None:
@@ -80,15 +90,16 @@ def add_settings_flags(parser: argparse.ArgumentParser, *, show_all: bool = Fals
                 help=f"{_short_help(field.description)} [{field.default}]" if shown else argparse.SUPPRESS,
                 **_flag_type(field.annotation),
             )
-        if group.name == "categories":
-            arguments.add_argument(
-                "--classifier",
-                dest=CLASSIFIER_FLAG,
-                action="append",
-                default=argparse.SUPPRESS,
-                metavar="NAME=FILE",
-                help="one more classifier on the same model (repeatable): adds to classifiers" if shown else argparse.SUPPRESS,
-            )
+        for flag_group, flag, dest, metavar, _setting in PAIR_FLAGS:
+            if group.name == flag_group:
+                arguments.add_argument(
+                    flag,
+                    dest=dest,
+                    action="append",
+                    default=argparse.SUPPRESS,
+                    metavar=metavar,
+                    help=PAIR_FLAG_HELP[dest] if shown else argparse.SUPPRESS,
+                )
     if not show_all:
         parser.add_argument_group("more settings", f"{', '.join(hidden)}: see --help-all or docs/configuration.md")
 
@@ -96,8 +107,9 @@ def add_settings_flags(parser: argparse.ArgumentParser, *, show_all: bool = Fals
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """Flags given on the command line override env vars, which override defaults."""
     overrides = {name: getattr(args, name) for name in settings_fields() if hasattr(args, name)}
-    if hasattr(args, CLASSIFIER_FLAG):  # --classifier NAME=FILE, repeated: the same list as --classifiers, joined
-        overrides["classifiers"] = ",".join([*filter(None, [overrides.get("classifiers")]), *getattr(args, CLASSIFIER_FLAG)])
+    for _group, _flag, dest, _metavar, setting in PAIR_FLAGS:
+        if hasattr(args, dest):  # --classifier NAME=FILE, repeated: the same list as --classifiers, joined (so each pair flag)
+            overrides[setting] = ",".join([*filter(None, [overrides.get(setting)]), *getattr(args, dest)])
     return Settings(**overrides)
 
 
@@ -127,7 +139,7 @@ def cmd_serve(settings: Settings) -> int:
 
 
 def _serve(settings: Settings, metrics: GatewayMetrics, redis: RedisRuntime) -> int:
-    from .serving.gateway import bind, run_gateway, say_ready, url_of
+    from .serving.gateway import bind, bind_classify_ports, run_gateway, say_ready, url_of
 
     sock = bind(settings.serving.host, settings.serving.port)
     url = url_of(sock)
@@ -138,6 +150,7 @@ def _serve(settings: Settings, metrics: GatewayMetrics, redis: RedisRuntime) -> 
         sock,
         announce=True,
         on_ready=lambda start_seconds: say_ready(settings.serving, settings.model, url, start_seconds),
+        classify_sockets=bind_classify_ports(settings.serving),
     )
 
 
@@ -260,7 +273,7 @@ def cmd_eval_tools(settings: Settings, args: argparse.Namespace) -> int:
     from .evaluation.dataset import DatasetError
 
     try:
-        run_eval_tools(settings, args.queries, args.tools)
+        run_eval_tools(settings, args.queries, args.tools, args.feedback)
     except DatasetError as exc:
         raise CliError(f"eval-tools: {exc}") from exc
     return 0
@@ -387,6 +400,13 @@ def build_parser(*, show_all: bool = False) -> argparse.ArgumentParser:
         "--tools",
         type=Path,
         help="JSON array of MCP or OpenAI function tools, or a saved tools/list result [default: tools.json beside the queries]",
+    )
+    eval_tools.add_argument(
+        "--feedback",
+        type=int,
+        metavar="N",
+        help="also give N of each tool's one-tool requests (half at most) as feedback from use, and print recall on the "
+        "others with and without it",
     )
     add_settings_flags(eval_tools, show_all=show_all)
     add_loadtest_parser(sub)

@@ -12,7 +12,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Literal, NamedTuple
+from typing import Annotated, Any, ClassVar, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic.fields import FieldInfo
@@ -140,7 +140,8 @@ class CategorySettings(SettingsGroupModel):
         ge=0.5,
         le=1.0,
         description="How sure the language detector must be that a query is in a language outside served_languages "
-        "before the answer says so (a query written mostly in a script no served language uses is always said so).",
+        "before the answer says so (a query written mostly in a script no served language uses is always said so), "
+        "and before an answer's language names any language at all: below it, language is und.",
     )
 
 
@@ -157,24 +158,66 @@ def classifier_name_problem(name: str) -> str | None:
     return None
 
 
+def name_value_pairs(text: str, what: str, shape: str) -> dict[str, str]:
+    """``a=x,b=y`` (an env var, a repeated flag joined) -> ``{"a": "x", "b": "y"}``; a malformed or repeated name refused."""
+    pairs: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, given = item.partition("=")
+        if not sep or not name.strip() or not given.strip():
+            raise ValueError(f"{what} {item[:60]!r} is not {shape}")
+        if name.strip() in pairs:
+            raise ValueError(f"{what} {name.strip()!r} is named twice")
+        pairs[name.strip()] = given.strip()
+    return pairs
+
+
 def parse_classifiers(value: Any) -> Any:
     """``a=/x.yaml,b=/y.yaml`` (the env var, the flag) -> ``{"a": "/x.yaml", ...}``; a mapping as given. Names checked."""
     if isinstance(value, str):
-        pairs: dict[str, str] = {}
-        for item in filter(None, (part.strip() for part in value.split(","))):
-            name, sep, path = item.partition("=")
-            if not sep or not name.strip() or not path.strip():
-                raise ValueError(f"classifier {item[:60]!r} is not NAME=FILE")
-            if name.strip() in pairs:
-                raise ValueError(f"classifier {name.strip()!r} is named twice")
-            pairs[name.strip()] = path.strip()
-        value = pairs
+        value = name_value_pairs(value, "classifier", "NAME=FILE")
     if isinstance(value, Mapping):
         for name in value:
             problem = classifier_name_problem(str(name))
             if problem is not None:
                 raise ValueError(problem)
     return value
+
+
+def parse_classify_ports(value: Any) -> Any:
+    """``a=8081,b=8082`` (the env var, the flag) -> ``{"a": "8081", ...}``; a mapping as given. The names' form is
+    checked here, the ports by the field's type, and whether each name is served by Settings (it reads both groups)."""
+    if isinstance(value, str):
+        value = name_value_pairs(value, "classify port", "NAME=PORT")
+    if isinstance(value, Mapping):
+        for name in value:
+            if not CLASSIFIER_NAME.match(str(name)):
+                raise ValueError(
+                    f"classify port name {str(name)[:40]!r} must be a classifier's name (lowercase letters, digits, '_' or '-')"
+                )
+    return value
+
+
+def classify_ports_problem(categories: CategorySettings, serving: ServingSettings, ray: RaySettings) -> str | None:
+    """Why the classifiers' own ports cannot open as set, or None: each names a classifier served, and no port is
+    taken twice in this process (0 picks a free one, so it clashes with nothing)."""
+    known = [DEFAULT_CLASSIFIER, *categories.classifiers]
+    taken: dict[int, str] = {serving.port: "the HTTP port (port)"}
+    if serving.grpc_port is not None:
+        taken[serving.grpc_port] = "the public gRPC port (grpc_port)"
+    if serving.backend == "ray":  # the embedded node's metrics agent listens on this host too
+        taken[ray.ray_metrics_port] = "the embedded Ray metrics port (ray_metrics_port)"
+    taken.pop(0, None)
+    for name, port in serving.classify_ports.items():
+        if name not in known:
+            return (
+                f"classify_ports: no classifier is named {name!r}; the classifiers served are {', '.join(known)} "
+                f"(add one with --classifier {name}=FILE)"
+            )
+        if port in taken:
+            return f"classify_ports: {name}'s port {port} is already {taken[port]}"
+        if port:
+            taken[port] = f"classifier {name}'s port"
+    return None
 
 
 class ServingSettings(SettingsGroupModel):
@@ -205,6 +248,20 @@ class ServingSettings(SettingsGroupModel):
     )
     host: str = Field("127.0.0.1", description="HTTP bind address.")
     port: int = Field(8080, ge=0, le=65535, description="HTTP port; 0 picks a free one (printed at start).")
+    classify_ports: dict[str, Annotated[int, Field(ge=0, le=65535)]] = Field(
+        {},
+        description="A port of its own for a classifier, each NAME=PORT (comma-separated; the flag --classify-port "
+        "NAME=PORT repeats), on host, for a router that addresses a classifier by host and port only: there POST /classify "
+        "answers that classifier (default, or a name of classifiers) as its door on port does (POST /classifiers/NAME/classify: "
+        "the same keys, limits, errors, headers and metrics), and every other path is a 404. Served by the same gateway "
+        "processes (serve only); 0 picks a free one (printed at start).",
+    )
+
+    @field_validator("classify_ports", mode="before")
+    @classmethod
+    def _parse_classify_ports(cls, value: Any) -> Any:
+        return parse_classify_ports(value)
+
     grpc_port: int | None = Field(
         None,
         ge=0,
@@ -405,6 +462,32 @@ class ToolFilterSettings(SettingsGroupModel):
         "(0.1 for builtin:minilm, whose cosines run low) or 0.3, LiteLLM's, for other models.",
     )
     tool_lexical_indexes: int = Field(64, ge=0, description="hybrid ranking: BM25 indexes of recent tool lists kept in process (LRU).")
+    tool_feedback: bool = Field(
+        False,
+        description="Feedback from use: POST /v1/tools/feedback keeps, per tool, vectors of the requests that called it (never "
+        "their text), in Redis for every gateway (in process without Redis), and ranking lifts a tool whose past requests "
+        "resemble the new one. Off: the door answers 404 and nothing is read or kept.",
+    )
+    tool_feedback_max_vectors: int = Field(
+        10, ge=1, le=1000, description="Feedback from use: past-request vectors kept per tool, newest first (older ones dropped)."
+    )
+    tool_feedback_ttl_s: int = Field(
+        604800, ge=1, description="Feedback from use: seconds a past-request vector is kept (a week); older ones are dropped."
+    )
+    tool_feedback_refresh_s: float = Field(
+        1.0,
+        ge=0,
+        description="Feedback from use: how often a gateway reads a tool list's feedback from Redis again, in the background, "
+        "after the list's first request (which waits for it); feedback reaches every gateway within about this time. "
+        "0: on every request.",
+    )
+    tool_feedback_weight: float = Field(
+        0.35,
+        ge=0,
+        le=1,
+        description="How far a tool's cosine moves towards its best cosine to one of its past requests (feedback, or the "
+        "`examples` sent with it), when that is higher; 0 ignores them.",
+    )
 
 
 class RaySettings(SettingsGroupModel):
@@ -614,6 +697,14 @@ class Settings(BaseSettings):
     def _nest_flat_names(cls, data: Any) -> Any:
         """model_validate and model_validate_json skip the sources: flat names are moved into their groups here too."""
         return nest_flat(data) if isinstance(data, Mapping) else data
+
+    @model_validator(mode="after")
+    def _check_classify_ports(self) -> Settings:
+        """The classifiers' ports read two groups (the names served, the other ports): checked once both are read."""
+        problem = classify_ports_problem(self.categories, self.serving, self.ray)
+        if problem is not None:
+            raise ValueError(problem)
+        return self
 
     def value(self, name: str) -> Any:
         """A setting by its flat (public) name: ``value("batch_size")`` is ``batching.batch_size``."""

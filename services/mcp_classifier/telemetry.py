@@ -18,7 +18,7 @@ from prometheus_client.utils import floatToGoString
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 # The doors, as the access log names them: http (JSON-RPC on POST /mcp), rest (POST /mcp/<method>), sse (legacy
-# POST /messages), ws (WebSocket /ws), grpc (the public gRPC API), stdio, tool_filter (POST /v1/tools/filter),
+# POST /messages), ws (WebSocket /ws), grpc (the public gRPC API), stdio, tool_filter (POST /v1/tools/filter and /feedback),
 # classify (POST /classify, the Semantic Router's remote classifier), openai (POST /v1/embeddings, GET /v1/models).
 DOORS = frozenset({"http", "rest", "sse", "ws", "grpc", "stdio", "tool_filter", "classify", "openai"})
 OTHER_DOOR = "other"  # any other path (a 404): the label stays bounded whatever a caller sends
@@ -189,6 +189,14 @@ class GatewayMetrics:
             "Public gRPC API calls being answered",
             registry=self.registry,
             multiprocess_mode="livesum",
+        )
+
+        self.tool_feedback = Counter(
+            "mcp_classifier_tool_feedback",
+            "POST /v1/tools/feedback by outcome: stored, unavailable (Redis unreachable: nothing kept), off (tool_feedback), "
+            "invalid, failed (the request could not be embedded)",
+            ["outcome"],
+            registry=self.registry,
         )
 
         self.door_requests = Counter(

@@ -23,7 +23,7 @@ from .protocol.dispatcher import McpDispatcher
 from .protocol.tools import ToolRegistry
 from .settings import Settings
 from .telemetry import BatchingSource, GatewayMetrics
-from .toolfilter.tool_filter import ToolFilter, default_threshold_for, register_tool_filter
+from .toolfilter.tool_filter import PastQueryOptions, ToolFilter, default_threshold_for, register_tool_filter
 
 if TYPE_CHECKING:  # torch, Ray, FastAPI and Redis are imported only by the paths that use them
     from fastapi import FastAPI
@@ -148,6 +148,24 @@ def build_backend(settings: Settings, *, force_local: bool = False) -> BuiltBack
 
 
 # ---- protocol ------------------------------------------------------------------------------------
+def build_past_queries(settings: Settings, link: RedisLink | None) -> PastQueryOptions:
+    """Feedback from use, when on: kept in Redis, shared by every gateway, or in this process when there is no Redis."""
+    from .cache.tool_feedback import FeedbackVectors
+
+    tools = settings.toolfilter
+    if not tools.tool_feedback:
+        return PastQueryOptions(None, tools.tool_feedback_weight)
+    store = FeedbackVectors(
+        link,
+        max_vectors=tools.tool_feedback_max_vectors,
+        ttl_s=tools.tool_feedback_ttl_s,
+        capacity=tools.tool_embedding_cache_entries,
+        lists=tools.tool_lexical_indexes,
+        refresh_s=tools.tool_feedback_refresh_s,
+    )
+    return PastQueryOptions(store, tools.tool_feedback_weight)
+
+
 def build_tool_filter(settings: Settings, backend: ClassificationBackend, link: RedisLink | None = None) -> ToolFilter:
     """The semantic tool filter on the same backend: tool vectors cached in process, and in Redis when there is one."""
     tools, batching = settings.toolfilter, settings.batching
@@ -161,6 +179,7 @@ def build_tool_filter(settings: Settings, backend: ClassificationBackend, link: 
         max_queued_queries=batching.max_queue,
         query_timeout_s=settings.serving.request_timeout_s,
         document_chunk=batching.batch_size,
+        lists=tools.tool_lexical_indexes,
     )
     return ToolFilter(
         embeddings,
@@ -171,6 +190,7 @@ def build_tool_filter(settings: Settings, backend: ClassificationBackend, link: 
         lexical_indexes=tools.tool_lexical_indexes,
         query_clauses=tools.tool_query_clauses,
         default_threshold=tools.tool_threshold if tools.tool_threshold is not None else default_threshold_for(settings.model.name),
+        past_queries=build_past_queries(settings, link),
     )
 
 
@@ -263,6 +283,8 @@ def build_http_doors(
     gateway = build_gateway(settings, wrap=lambda backend: AnswerCounts(redis.wrap_backend(backend), metrics), link=redis.link)
     gateway.dispatcher.method_observer = metrics.observe_method
     services: list[object] = [edge.keys, gateway.tool_filter.embeddings, EmbedderRoute(gateway.embedder), *extra_services]
+    if gateway.tool_filter.past_queries.store is not None:
+        services.append(gateway.tool_filter.past_queries.store)  # its background reads end with the app; /health shows it
     watch_batching(metrics, gateway.embedder)
     serving, watched = settings.serving, reloadable_sources(settings.categories)
     if watched:

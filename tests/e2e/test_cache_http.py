@@ -60,7 +60,7 @@ def classify_and_store(client: httpx.Client, text: str, with_probabilities: bool
 def versions_of(client: httpx.Client) -> Versions:
     health = client.get("/health").json()
     languages = health["languages"]
-    policy = f"{','.join(languages['served'])}@{languages['min_confidence']:g}" if languages["served"] else "any"
+    policy = f"{','.join(languages['served']) or 'any'}@{languages['min_confidence']:g}"
     return Versions(health["model"], health["category_set_version"], health["policy_version"], health["scoring"], policy)
 
 

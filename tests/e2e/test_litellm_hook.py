@@ -7,14 +7,17 @@ callbacks that override async_pre_call_hook, so going through it also proves the
 from __future__ import annotations
 
 import copy
+import logging
+from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.e2e.test_edge import auth_server  # noqa: F401 - the keyed gateway fixture
 from tests.support import API_KEY_IN_FILE, closed_port
-from tests.support.processes import ServerProcess
+from tests.support.processes import ServerProcess, start_server
 
 TOPICS = [
     ("get_weather", "Current weather and forecast for a city: temperature, rain, wind."),
@@ -105,3 +108,49 @@ def test_with_keys_the_hook_sends_its_bearer_key_and_a_wrong_one_fails_open(prox
     assert keyed["tools"][0] == OPENAI_TOOLS[0] and len(keyed["tools"]) <= 3
     wrong = proxy.run_proxy_pre_call(proxy.ToolFilterHook(auth_server.url, api_key="not-a-key", min_tools=5, timeout_s=30), request())
     assert wrong["tools"] == OPENAI_TOOLS and wrong["metadata"][proxy.METADATA_KEY] == "unfiltered: HTTP 401"
+
+
+@pytest.fixture(scope="module")
+def feedback_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """A gateway with feedback from use on; without Redis (no cache, no rate limit) it keeps the vectors in process."""
+    proc = start_server(tmp_path_factory.mktemp("feedback-server"), "--tool-feedback", "--no-cache")
+    yield proc
+    proc.stop()
+
+
+def _weather_score(url: str, query: str) -> float:
+    body = {"query": query, "tools": OPENAI_TOOLS, "top_k": len(OPENAI_TOOLS), "threshold": -1.0}
+    answer = httpx.post(url + "/v1/tools/filter", json=body, timeout=30).json()
+    return dict(zip([t["function"]["name"] for t in answer["tools"]], answer["scores"]))["get_weather"]
+
+
+def test_after_a_response_that_called_tools_the_hook_sends_their_feedback(proxy: ModuleType, feedback_server: ServerProcess) -> None:
+    hook = proxy.ToolFilterHook(feedback_server.url, top_k=3, threshold=0.0, min_tools=5, timeout_s=30, feedback=True)
+    later = "umbrella or not for Oslo tomorrow?"
+    before = _weather_score(feedback_server.url, later)
+    data = proxy.run_proxy_pre_call(hook, request())
+    response = proxy.tool_call_response("get_weather", "get_weather", "not_a_tool_of_the_request")
+    assert proxy.run_proxy_post_call(hook, data, response) is response  # the user's answer, untouched
+    metrics = httpx.get(feedback_server.url + "/metrics", timeout=30).text
+    assert 'mcp_classifier_tool_feedback_total{outcome="stored"} 1.0' in metrics  # one post, for the one known tool
+    assert _weather_score(feedback_server.url, later) > before  # a request like the past one now ranks it higher
+
+
+def test_a_failed_feedback_post_is_logged_and_never_reaches_the_users_answer(
+    proxy: ModuleType, server: ServerProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    response = proxy.tool_call_response("get_weather")
+    down = proxy.ToolFilterHook(f"http://127.0.0.1:{closed_port()}", min_tools=5, timeout_s=2, feedback=True)
+    with caplog.at_level(logging.WARNING, logger="mcp_classifier.integrations.litellm_tool_filter"):
+        assert proxy.run_proxy_post_call(down, request(), response) is response
+        off = proxy.ToolFilterHook(server.url, min_tools=5, timeout_s=30, feedback=True)  # the session's gateway: feedback off
+        assert proxy.run_proxy_post_call(off, request(), response) is response
+    messages = [record.getMessage() for record in caplog.records]
+    assert any("tool feedback not sent: ConnectError" in m for m in messages), messages
+    assert any("tool feedback refused (404)" in m for m in messages), messages
+
+
+def test_feedback_is_off_unless_asked_for(proxy: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert proxy.ToolFilterHook().feedback is False
+    monkeypatch.setenv("MCP_CLASSIFIER_FILTER_FEEDBACK", "1")
+    assert proxy.ToolFilterHook.from_env().feedback is True

@@ -320,6 +320,16 @@ def test_no_metrics_port_opens_without_a_monitoring_namespace(helm: list[str], t
     assert table["prometheus"] == {**_NOTHING, "gateway": "8080, 50051"}
 
 
+def test_a_classifiers_port_opens_to_whoever_reaches_the_gateway_and_to_no_one_else(helm: list[str], tmp_path: Path) -> None:
+    docs = render(helm, tmp_path, {"classifiers": {"prompt_guard": {"configMap": {"name": "router-classifiers"}, "port": 8082}}})
+    table = reach_table(docs)
+    assert table["router"]["gateway"] == table["helm-test"]["gateway"] == "8080, 8082, 50051"
+    assert table["neighbour"]["gateway"] == table["stranger"]["gateway"] == "-"
+    assert {source: row for source, row in table.items() if source not in ("router", "helm-test", "prometheus")} == {
+        source: row for source, row in PRODUCTION.items() if source not in ("router", "helm-test", "prometheus")
+    }
+
+
 # ---- the router edge -------------------------------------------------------------------------------
 def test_the_router_edge_admits_the_router_alone_to_a_gateway_without_api_keys(rendered: dict[str, list[dict[str, Any]]]) -> None:
     docs = rendered["loadtest"]  # networkPolicy.router.namespace: llm-router, no API keys

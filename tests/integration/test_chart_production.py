@@ -240,6 +240,20 @@ def test_a_categories_edit_changes_no_field_of_the_rayservice(helm: list[str], t
     assert one(before, "RayService") == one(after, "RayService")
 
 
+def test_a_classifier_edit_changes_no_pod_template_nor_checksum(helm: list[str], tmp_path: Path) -> None:
+    """A named classifier's file is a hot reload too: neither the RayService nor the gateway's pods change with it."""
+    complexity = values_of("cpu-only")["classifiers"]["complexity"]["file"]
+    edited = complexity.replace("who wrote Hamlet", "who wrote Faust")
+    assert edited != complexity
+    before = render(helm, tmp_path, profile="cpu-only")
+    after = render(helm, tmp_path, {"classifiers": {"complexity": {"file": edited}}}, profile="cpu-only")
+    assert one(before, "ConfigMap", "-classifiers")["data"] != one(after, "ConfigMap", "-classifiers")["data"]  # the edit is there
+    assert one(before, "RayService") == one(after, "RayService")
+    assert gateway(before) == gateway(after), "the gateway's checksum/config and pod template"
+    for name, template in ray_templates(before).items():
+        assert "annotations" not in template["metadata"], name
+
+
 def test_the_incremental_upgrade_takes_its_options_from_values(helm: list[str], tmp_path: Path) -> None:
     options = {"gatewayClassName": "istio", "stepSizePercent": 20, "intervalSeconds": 30, "maxSurgePercent": 50}
     docs = render(helm, tmp_path, {"embedder": {"upgradeStrategy": "NewClusterWithIncrementalUpgrade", "clusterUpgradeOptions": options}})

@@ -114,3 +114,32 @@ def test_doctor_cli_prints_the_table_and_writes_a_report(categories_file: Path, 
     bad.write_text(json.dumps({"text": "hello", "category": "no_such_category"}) + "\n")
     code = main(["doctor", "--categories-file", str(categories_file), "--queries", str(bad)])
     assert code == 1 and "no_such_category" in capsys.readouterr().err
+
+
+SMALL_BANK = Path(__file__).resolve().parents[2] / "datasets" / "out-of-scope" / "small-bank-dev"
+
+
+def test_doctor_scores_null_labels_as_eval_does_and_names_the_small_categories(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A bank file of 4 categories of 3 examples, and its 54 labelled queries of which 30 are labelled null: doctor
+    counts the null ones as out-of-scope queries (eval's figures, to the digit), and says which categories are too
+    small and how many examples each needs."""
+    categories, queries = SMALL_BANK / "categories.yaml", SMALL_BANK / "queries.jsonl"
+    code = main(["doctor", "--categories-file", str(categories), "--queries", str(queries), "--out", str(tmp_path / "doctor")])
+    done = capsys.readouterr()
+    assert code == 0, done.err[-2000:]
+    assert "On your 24 labelled queries (30 more are labelled null, out of scope: below)" in done.out
+    assert "of the 30 labelled null answered out of scope" in done.out
+    assert "## Categories with too few examples" in done.out
+    report = json.loads((tmp_path / "doctor" / "doctor.json").read_text())
+    assert report["queries"]["n"] == 24 and all(e["expected"] != "(out of scope)" for e in report["queries"]["errors"])
+    assert report["small"] == [{"name": n, "examples": 3, "add": 2} for n in ("balance", "transfers", "cards", "loans")]
+    for name in ("balance", "transfers", "cards", "loans"):
+        assert f"| {name} | 3 | 2 |" in done.out
+    assert main(["eval", "--data", str(queries), "--categories-file", str(categories), "--out", str(tmp_path / "eval")]) == 0
+    capsys.readouterr()
+    (evaluation,) = json.loads((tmp_path / "eval" / "report.json").read_text())
+    figures = {k: v for k, v in report["query_scope"].items() if k != "wrong_side"}
+    assert figures == pytest.approx(evaluation["scope"])
+    assert (figures["in_scope_n"], figures["out_of_scope_n"]) == (24, 30)
+    missed = {e["text"] for e in report["query_scope"]["wrong_side"] if e["expected"] == "(out of scope)"}
+    assert len(missed) == round(30 * (1 - figures["out_of_scope_recall"]))

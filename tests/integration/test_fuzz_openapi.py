@@ -22,18 +22,20 @@ from tests.support.fake_backend import FakeBackend
 from tests.support.fuzz import fuzz_cases
 from tests.support.http_app import gateway_app as http_app
 
-CASES_PER_OPERATION = fuzz_cases(150)  # 10 operations fuzzed: about 1,500 generated requests in all
+CASES_PER_OPERATION = fuzz_cases(150)  # 13 operation runs (feedback twice: off and on): about 2,000 generated requests
 SSE_STREAM = "/sse"
 
 
-def gateway_app() -> Any:
+def gateway_app(**overrides: Any) -> Any:
     backend = FakeBackend()
-    config = Settings()
+    config = Settings(**overrides)
     tool_filter = build_tool_filter(config, backend)
     return http_app(build_dispatcher(config, backend, tool_filter), backend, max_body_bytes=DEFAULT_MAX_BODY_BYTES, tool_filter=tool_filter)
 
 
 schema = schemathesis.openapi.from_asgi("/openapi.json", gateway_app())
+# POST /v1/tools/feedback answers 404 while tool_feedback is off (the default above): fuzzed again with it on.
+feedback_on = schemathesis.openapi.from_asgi("/openapi.json", gateway_app(tool_feedback=True))
 
 
 def test_the_document_describes_every_route() -> None:
@@ -44,6 +46,7 @@ def test_the_document_describes_every_route() -> None:
         "/sse": {"get"},
         "/messages": {"post"},
         "/v1/tools/filter": {"post"},
+        "/v1/tools/feedback": {"post"},
         "/classify": {"post"},
         "/classifiers/{name}/classify": {"post"},
         "/v1/embeddings": {"post"},
@@ -74,3 +77,12 @@ def test_every_generated_request_gets_a_documented_answer(case: Any) -> None:
         answers = response.json()
         for answer in answers if isinstance(answers, list) else [answers]:
             assert answer["jsonrpc"] == "2.0" and ("result" in answer) != ("error" in answer), answer
+
+
+@feedback_on.include(path="/v1/tools/feedback").parametrize()
+@settings(max_examples=CASES_PER_OPERATION, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+def test_generated_feedback_gets_a_documented_answer_with_feedback_on(case: Any) -> None:
+    response = case.call()
+    # As the filter's: a body of the right shape may lack a query or a user message with text (a 400).
+    case.validate_response(response, excluded_checks=[not_a_server_error, positive_data_acceptance])
+    assert response.status_code < 500, response.text

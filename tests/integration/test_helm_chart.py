@@ -80,6 +80,7 @@ VALUE_FLAGS: dict[str, str] = {
     "serve.grpcPort": "--serve-grpc-port",
 }
 CATEGORIES_FILE = "/etc/mcp-classifier/categories/categories.yaml"
+CLASSIFIERS_DIR = "/etc/mcp-classifier/classifiers"  # each named classifier's file is NAME.yaml here
 # Settings of the cache/edge work (issue 4) that the chart sets. Until they exist in settings.py they are
 # accepted by name; once any of them exists, every one must be a real field (a rename then fails here).
 CACHE_EDGE_SETTINGS = {
@@ -262,6 +263,8 @@ def flags_for(values: dict[str, Any]) -> list[str]:
             flags += [flag, str(value)]
     if values["categories"]["content"] or values["categories"]["existingConfigMap"]:
         flags += ["--categories-file", CATEGORIES_FILE]
+    for name in sorted(values.get("classifiers") or {}):
+        flags += ["--classifier", f"{name}={CLASSIFIERS_DIR}/{name}.yaml"]
     return flags
 
 
@@ -351,20 +354,21 @@ def test_serve_config_v2_lists_replica_settings_exactly_like_the_cli(helm: list[
         "embedder": embedder,
         "serve": {"appName": "router-classifier", "grpcPort": 9443},
         "categories": {"existingConfigMap": "my-categories"},
+        "classifiers": {"guard": {"configMap": {"name": "my-classifiers"}}} if embedder is ALL_CHANGED else {},
     }
     docs = render(helm, tmp_path, overrides)
     merged = values_of("")
     for key, value in overrides.items():
         for sub, v in value.items():
-            merged[key][sub] = {**merged[key][sub], **v} if isinstance(v, dict) else v
+            merged[key][sub] = {**merged[key].get(sub, {}), **v} if isinstance(v, dict) else v
     chart = serve_config_v2(docs)
     assert chart == serve_config_cli(flags_for(merged))
     settings = chart["applications"][0]["args"]["settings"]
     if embedder is ALL_DEFAULTS:
         assert settings == {"categories_file": CATEGORIES_FILE}
     else:
-        # the template knows every replica setting but the named classifiers (no classifiers: value yet, docs/categories.md)
-        assert set(settings) == set(REPLICA_SETTINGS) - {"classifiers"}
+        # the template knows every replica setting, the named classifiers (the classifiers value) included
+        assert set(settings) == set(REPLICA_SETTINGS)
         # the gateway coalesces batches of the same size the replicas take
         cm = one(docs, "ConfigMap", "-gateway")
         assert cm["data"]["MCP_CLASSIFIER_BATCH_SIZE"] == "96"
@@ -878,6 +882,119 @@ def test_the_categories_configmap_is_a_valid_categories_file_mounted_where_serve
     # without categories the packaged default is used: no ConfigMap, no mount, no categories_file
     assert not find(rendered["default"], "ConfigMap", "-categories")
     assert "categories_file" not in serve_config_v2(rendered["default"])["applications"][0]["args"]["settings"]
+
+
+# ---- named classifiers (classifiers) -------------------------------------------------------------------
+PORT_NAME = re.compile(r"^(?=.*[a-z])(?!.*--)[a-z0-9]([a-z0-9-]{0,13}[a-z0-9])?$")  # IANA_SVC_NAME, as Kubernetes checks it
+
+
+def classifier_pods(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The pods that read the classifiers' files: the gateway (their names) and the Ray pods (the replicas classify)."""
+    return {name: spec for name, spec in pod_specs(docs).items() if name.endswith("-gateway") or name.startswith("ray-")}
+
+
+def test_named_classifiers_are_mounted_in_every_pod_that_reads_them_where_the_settings_point(
+    rendered: dict[str, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    docs = rendered["cpu-only"]  # complexity and prompt_guard, inline
+    cm = one(docs, "ConfigMap", "-classifiers")
+    assert set(cm["data"]) == {"complexity.yaml", "prompt_guard.yaml"}
+    for key, labels in (("complexity.yaml", ["simple", "complex"]), ("prompt_guard.yaml", ["benign", "jailbreak"])):
+        path = tmp_path / key
+        path.write_text(cm["data"][key])
+        assert load_categories(path).names == labels
+    files = {name: f"{CLASSIFIERS_DIR}/{name}.yaml" for name in ("complexity", "prompt_guard")}
+    assert serve_config_v2(docs)["applications"][0]["args"]["settings"]["classifiers"] == files
+    env = one(docs, "ConfigMap", "-gateway")["data"]
+    assert env["MCP_CLASSIFIER_CLASSIFIERS"] == ",".join(f"{name}={file}" for name, file in files.items())
+    items = [{"key": f"{name}.yaml", "path": f"{name}.yaml"} for name in files]
+    inline = [{"configMap": {"name": cm["metadata"]["name"], "items": items}}]
+    # from a ConfigMap of yours: its key, projected under the classifier's name; no ConfigMap of the chart's
+    theirs = rendered["external-redis"]
+    assert not find(theirs, "ConfigMap", "-classifiers")
+    assert serve_config_v2(theirs)["applications"][0]["args"]["settings"]["classifiers"] == {"prompt_guard": files["prompt_guard"]}
+    mapped = [{"configMap": {"name": "router-classifiers", "items": [{"key": "prompt_guard.yaml", "path": "prompt_guard.yaml"}]}}]
+    for profile, sources in (("cpu-only", inline), ("external-redis", mapped)):
+        pods = classifier_pods(rendered[profile])
+        assert set(pods) == {
+            f"{RELEASE}-mcp-classifier-gateway",
+            "ray-head",
+            f"ray-{values_of(profile)['embedder']['workers']['groupName']}",
+        }
+        for name, spec in pods.items():
+            (volume,) = [v for v in spec["volumes"] if v["name"] == "classifiers"]
+            assert volume["projected"]["sources"] == sources, (profile, name)
+            (mount,) = [m for m in spec["containers"][0]["volumeMounts"] if m["name"] == "classifiers"]
+            assert mount == {"name": "classifiers", "mountPath": CLASSIFIERS_DIR, "readOnly": True}, (profile, name)
+    # none: no ConfigMap, no volume, no setting
+    default = rendered["default"]
+    assert not find(default, "ConfigMap", "-classifiers")
+    assert "classifiers" not in serve_config_v2(default)["applications"][0]["args"]["settings"]
+    assert not {"MCP_CLASSIFIER_CLASSIFIERS", "MCP_CLASSIFIER_CLASSIFY_PORTS"} & set(one(default, "ConfigMap", "-gateway")["data"])
+    for name, spec in classifier_pods(default).items():
+        assert "classifiers" not in [v["name"] for v in spec.get("volumes", [])], name
+
+
+def test_each_classifier_port_is_a_gateway_setting_a_container_port_and_a_named_service_port(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
+    docs = rendered["cpu-only"]
+    env = one(docs, "ConfigMap", "-gateway")["data"]
+    assert env["MCP_CLASSIFIER_CLASSIFY_PORTS"] == "complexity=8081,prompt_guard=8082"
+    settings = Settings(classifiers=env["MCP_CLASSIFIER_CLASSIFIERS"], classify_ports=env["MCP_CLASSIFIER_CLASSIFY_PORTS"])
+    assert settings.serving.classify_ports == {"complexity": 8081, "prompt_guard": 8082}
+    (container,) = gateway(docs)["spec"]["template"]["spec"]["containers"]
+    assert [p for p in container["ports"] if p["name"] != "http"] == [
+        {"name": "complexity", "containerPort": 8081, "protocol": "TCP"},
+        {"name": "prompt-guard", "containerPort": 8082, "protocol": "TCP"},
+    ]
+    ports = one(docs, "Service", "-gateway")["spec"]["ports"]
+    assert ports[1:] == [
+        {"name": "complexity", "port": 8081, "targetPort": "complexity", "protocol": "TCP", "appProtocol": "http"},
+        {"name": "prompt-guard", "port": 8082, "targetPort": "prompt-guard", "protocol": "TCP", "appProtocol": "http"},
+    ]
+    assert all(PORT_NAME.match(p["name"]) for p in ports)
+
+
+def test_a_classifier_without_a_port_is_served_by_name_only_and_a_port_name_can_be_chosen(helm: list[str], tmp_path: Path) -> None:
+    topics = {"categories": [{"name": "a", "examples": ["one"]}, {"name": "b", "examples": ["two"]}]}  # the file as a map
+    docs = render(
+        helm,
+        tmp_path,
+        {"classifiers": {"topics": {"file": topics}, "prompt_guard": {"configMap": {"name": "c"}, "port": 9001, "portName": "guard"}}},
+    )
+    env = one(docs, "ConfigMap", "-gateway")["data"]
+    assert env["MCP_CLASSIFIER_CLASSIFY_PORTS"] == "prompt_guard=9001"
+    assert [p["name"] for p in one(docs, "Service", "-gateway")["spec"]["ports"]] == ["http", "guard"]
+    assert yaml.safe_load(one(docs, "ConfigMap", "-classifiers")["data"]["topics.yaml"]) == topics
+    (volume,) = [v for v in gateway(docs)["spec"]["template"]["spec"]["volumes"] if v["name"] == "classifiers"]
+    assert {"key": "prompt_guard.yaml", "path": "prompt_guard.yaml"} in volume["projected"]["sources"][1]["configMap"]["items"]
+
+
+@pytest.mark.parametrize(
+    ("classifiers", "says"),
+    [
+        ({"default": {"file": "x"}}, "invalid propertyName 'default'"),
+        ({"Guard": {"file": "x"}}, "invalid propertyName 'Guard'"),
+        ({"g": {"file": "x", "prt": 9001}}, "additional properties 'prt' not allowed"),
+        ({"g": {"file": "x", "port": 70000}}, "/classifiers/g/port"),
+        ({"g": {"file": "x", "port": 9001, "portName": "Guard"}}, "/classifiers/g/portName"),
+        ({"g": {"configMap": {"key": "g.yaml"}}}, "missing property 'name'"),
+        ({"g": {}}, "classifiers.g: set its categories file"),
+        ({"g": {"file": "x", "configMap": {"name": "m"}}}, "classifiers.g: set either file or configMap, not both"),
+        ({"g": {"file": "x", "port": 8080}}, "classifiers.g.port 8080 is already taken by gateway.port"),
+        (
+            {"a": {"file": "x", "port": 9001}, "b": {"file": "z", "port": 9001}},
+            "classifiers.b.port 9001 is already taken by classifiers.a.port",
+        ),
+        ({"a_long_classifier": {"file": "x", "port": 9001}}, "set classifiers.a_long_classifier.portName"),
+        ({"http": {"file": "x", "port": 9001}}, 'the port name "http" is already'),
+        ({"g": {"file": "x", "portName": "guard"}}, "classifiers.g.portName names a port: set classifiers.g.port too"),
+    ],
+)
+def test_the_classifiers_value_is_refused_with_the_reason(helm: list[str], tmp_path: Path, classifiers: dict[str, Any], says: str) -> None:
+    result = helm_template(helm, tmp_path, values={"classifiers": classifiers}, check=False)
+    assert result.returncode != 0 and says in result.stderr, result.stderr
 
 
 # ---- schema, labels, validity ----------------------------------------------------------------------

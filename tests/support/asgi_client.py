@@ -8,8 +8,9 @@ too, so the backend starts and closes as under uvicorn.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import anyio.from_thread
 import httpx
@@ -17,7 +18,7 @@ from fastapi import FastAPI
 
 
 class _PortalTransport(httpx.BaseTransport):
-    def __init__(self, app: FastAPI, portal: anyio.from_thread.BlockingPortal) -> None:
+    def __init__(self, app: Any, portal: anyio.from_thread.BlockingPortal) -> None:
         self._inner = httpx.ASGITransport(app=app, client=("127.0.0.1", 50000))
         self._portal = portal
 
@@ -39,11 +40,15 @@ class _PortalTransport(httpx.BaseTransport):
 
 
 @contextmanager
-def asgi_client(app: FastAPI, base_url: str = "http://127.0.0.1", timeout_s: float = 60.0) -> Iterator[httpx.Client]:
-    """An httpx.Client on ``app``, lifespan included, for the duration of the ``with``."""
+def asgi_client(
+    app: FastAPI, base_url: str = "http://127.0.0.1", timeout_s: float = 60.0, outer: Callable[[FastAPI], Any] | None = None
+) -> Iterator[httpx.Client]:
+    """An httpx.Client on ``app``, lifespan included, for the duration of the ``with``. ``outer``: middleware the server
+    puts around the app (the classifiers' ports), which sees each request first."""
     with anyio.from_thread.start_blocking_portal() as portal:
         with portal.wrap_async_context_manager(app.router.lifespan_context(app)):
-            with httpx.Client(transport=_PortalTransport(app, portal), base_url=base_url, timeout=timeout_s) as client:
+            served = outer(app) if outer is not None else app
+            with httpx.Client(transport=_PortalTransport(served, portal), base_url=base_url, timeout=timeout_s) as client:
                 yield client
 
 

@@ -47,6 +47,7 @@ PROTECTED_ROUTES: list[tuple[str, str, Any, int]] = [
     *[("POST", f"/mcp/{m}", body, 200) for m, body in REST_CALLS.items()],
     ("POST", "/mcp/no-such-method", {}, 404),
     ("POST", "/v1/tools/filter", {"query": "will it rain", "tools": [{"name": "weather", "description": "forecast"}]}, 200),
+    ("POST", "/v1/tools/feedback", {"query": "will it rain", "called": [{"name": "weather"}]}, 404),  # tool_feedback off
     ("POST", "/classify", {"inputs": "What is 2 + 2?"}, 200),
     ("GET", "/openapi.json", None, 200),
     ("GET", "/no-such-path", None, 404),

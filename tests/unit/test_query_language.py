@@ -56,9 +56,30 @@ def test_most_queries_in_other_languages_are_caught_and_named(english_only: Lang
     verdicts = [english_only.check(row["text"]) for row in foreign]
     caught = sum(not v.served for v in verdicts)
     named = sum(v.language == row["language"] for v, row in zip(verdicts, foreign))
+    misnamed = [(row["text"], v.language) for v, row in zip(verdicts, foreign) if v.language not in (row["language"], UNDETERMINED)]
     assert caught >= 0.75 * len(foreign), caught
-    assert named >= 0.85 * len(foreign), named
+    assert named >= 0.7 * len(foreign), named  # 180 of 240; the rest und, where the detector is under 0.9
+    assert misnamed == []
     assert all(v.unserved_probability >= 0.9 for v in verdicts if not v.served)
+
+
+def test_a_language_is_named_only_at_the_detectors_confidence(english_only: LanguageGate) -> None:
+    """Below min_confidence the detector's guess is not reported: "Solve dy/dx = 3x^2" reads as Italian at 0.82."""
+    language, probability, _ = english_only.top_languages("Solve dy/dx = 3x^2")
+    assert language != "en" and probability < english_only.min_confidence  # what the detector guesses
+    verdict = english_only.check("Solve dy/dx = 3x^2")
+    assert (verdict.language, verdict.served, verdict.unserved_probability) == (UNDETERMINED, True, 0.0)
+    assert LanguageGate([], min_confidence=0.9).check("Solve dy/dx = 3x^2").language == UNDETERMINED  # every language served
+    assert LanguageGate(["en"], min_confidence=0.8).check("Solve dy/dx = 3x^2").language == language  # a lower bar names it
+    assert english_only.check("What is the derivative of x squared with respect to x?").language == "en"
+
+
+def test_english_traffic_is_never_named_another_language(english_only: LanguageGate) -> None:
+    """On every English query of the accuracy sets and the hard English ones, the language is en or und, never wrong."""
+    texts = _english_traffic() + [row["text"] for row in _language_set() if row["language"] == "en"]
+    languages = [english_only.check(t).language for t in texts]
+    assert [(t, lang) for t, lang in zip(texts, languages) if lang not in ("en", UNDETERMINED)] == []
+    assert languages.count("en") >= len(texts) // 2  # plain English is named (1,060 of 1,783)
 
 
 def test_a_short_query_in_another_script_is_always_unserved(english_only: LanguageGate) -> None:

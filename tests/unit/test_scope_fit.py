@@ -14,7 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mcp_classifier.classify import scope
 from mcp_classifier.classify.scope import IN_SCOPE_PROBABILITY, fit_scope
+from mcp_classifier.classify.scoring import top_k_mean
 from mcp_classifier.evaluation.dataset import OUT_OF_SCOPE, load_dataset
 from mcp_classifier.evaluation.metrics import Prediction, coverage_accuracy_curve, evaluate, scope_metrics
 
@@ -72,6 +74,44 @@ def test_without_negatives_the_fit_still_answers_from_the_examples_alone() -> No
     out_p, _ = scope.in_scope_probability(_bundle(12, 10))
     assert in_p.mean() > out_p.mean()
     assert scope.stats.negatives == 0
+
+
+def _own_centres(monkeypatch: pytest.MonkeyPatch, examples: np.ndarray, labels: np.ndarray, descriptions: np.ndarray) -> np.ndarray:
+    """The centres each category fits from its own examples alone: no category counts as small."""
+    with monkeypatch.context() as patch:
+        patch.setattr(scope, "SMALL_CATEGORY_EXAMPLES", 1)
+        return fit_scope(examples, labels, descriptions, NEGATIVES).centres
+
+
+def test_a_small_category_borrows_the_centre_of_the_larger_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three loose examples beside three tight categories of 8: filled up to SMALL_CATEGORY_EXAMPLES with the pool of
+    the large ones (weighted by their example counts), its threshold rises with its centre; the large keep theirs."""
+    examples = np.vstack([EXAMPLES, _bundle(3, 3, spread=0.5)])
+    labels = np.concatenate([LABELS, [3, 3, 3]])
+    descriptions = _unit(np.eye(DIMENSIONS)[:4] + 0.1)
+    own = _own_centres(monkeypatch, examples, labels, descriptions)
+    pooled = fit_scope(examples, labels, descriptions, NEGATIVES)
+    share = 3 / scope.SMALL_CATEGORY_EXAMPLES
+    assert pooled.centres[:3] == pytest.approx(own[:3])
+    assert pooled.centres[3] == pytest.approx(share * own[3] + (1 - share) * own[:3].mean())
+    assert own[3] < pooled.centres[3] < own[:3].min()  # the loose one sits below the tight ones, and is lifted
+    with monkeypatch.context() as patch:
+        patch.setattr(scope, "SMALL_CATEGORY_EXAMPLES", 1)
+        alone = fit_scope(examples, labels, descriptions, NEGATIVES)
+    assert pooled.stats.thresholds[3] > alone.stats.thresholds[3]
+
+
+def test_where_every_category_is_small_the_prior_comes_from_the_off_topic_texts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every category's own figures are biased low alike: the prior is how close each off-topic text is to its
+    nearest others (the median of their top-k mean, each left out)."""
+    keep = np.concatenate([np.flatnonzero(LABELS == c)[:3] for c in range(3)])
+    examples, labels = EXAMPLES[keep], LABELS[keep]
+    own = _own_centres(monkeypatch, examples, labels, DESCRIPTIONS)
+    among = NEGATIVES @ NEGATIVES.T
+    np.fill_diagonal(among, -np.inf)
+    prior = float(np.median(top_k_mean(among, scope.SCOPE_TOP_K)))
+    share = 3 / scope.SMALL_CATEGORY_EXAMPLES
+    assert fit_scope(examples, labels, DESCRIPTIONS, NEGATIVES).centres == pytest.approx(share * own + (1 - share) * prior)
 
 
 def test_null_labels_are_out_of_scope_queries(tmp_path: Path) -> None:

@@ -72,6 +72,9 @@ capabilities:
   mountPath: {{ include "mcp-classifier.categoriesDir" . }}
   readOnly: true
 {{- end }}
+{{- if .Values.classifiers }}
+{{ include "mcp-classifier.classifiers.volumeMount" . }}
+{{- end }}
 {{- end }}
 {{- end -}}
 
@@ -101,11 +104,15 @@ capabilities:
       - key: {{ include "mcp-classifier.categories.configMapKey" . }}
         path: categories.yaml
 {{- end }}
+{{- if .Values.classifiers }}
+{{ include "mcp-classifier.classifiers.volume" . }}
+{{- end }}
 {{- end }}
 {{- end -}}
 
-{{/* No checksum of the categories file here: every replica watches its mounted copy and reloads it in place, so an
-edit changes nothing of the RayService and starts no new cluster (tests/integration/test_helm_chart.py checks it). */}}
+{{/* No checksum of the categories file nor of the classifiers' files here: every replica watches its mounted copies and
+reloads them in place, so an edit changes nothing of the RayService and starts no new cluster
+(tests/integration/test_helm_chart.py and test_chart_production.py check it). */}}
 {{- define "mcp-classifier.ray.podMetadata" -}}
 labels:
   {{- include "mcp-classifier.labels" (list . "embedder") | nindent 2 }}

@@ -258,6 +258,110 @@ and, with loadtest.enabled, the Locust master and workers. */}}
 {{- end -}}
 
 {{/* ---------------------------------------------------------------------------------------------
+Named classifiers (classifiers): each one's file is <classifiersDir>/<name>.yaml in every pod that mounts the
+classifiers volume (the Ray pods, whose replicas classify, and the gateway, which serves the names). Nothing hashes
+these files: the processes watch them and reload an edited one in place.
+--------------------------------------------------------------------------------------------- */}}
+{{- define "mcp-classifier.classifiersDir" -}}/etc/mcp-classifier/classifiers{{- end -}}
+
+{{/* The ConfigMap of the files given inline (classifiers.NAME.file). */}}
+{{- define "mcp-classifier.classifiers.configMapName" -}}
+{{- printf "%s-classifiers" (include "mcp-classifier.fullname" . | trunc 51 | trimSuffix "-") -}}
+{{- end -}}
+
+{{/* The classifiers setting: NAME=PATH,... (by name). */}}
+{{- define "mcp-classifier.classifiers.setting" -}}
+{{- $pairs := list -}}
+{{- range $name, $c := .Values.classifiers -}}
+{{- $pairs = append $pairs (printf "%s=%s/%s.yaml" $name (include "mcp-classifier.classifiersDir" $) $name) -}}
+{{- end -}}
+{{- join "," $pairs -}}
+{{- end -}}
+
+{{/* The classify_ports setting: NAME=PORT,... for the classifiers with a port. */}}
+{{- define "mcp-classifier.classifyPorts.setting" -}}
+{{- $pairs := list -}}
+{{- range $name, $c := .Values.classifiers -}}
+{{- if $c.port }}{{ $pairs = append $pairs (printf "%s=%d" $name (int $c.port)) }}{{ end -}}
+{{- end -}}
+{{- join "," $pairs -}}
+{{- end -}}
+
+{{/* A classifier's container and Service port name: include "mcp-classifier.classifier.portName" (list NAME SPEC) */}}
+{{- define "mcp-classifier.classifier.portName" -}}
+{{- $spec := index . 1 -}}
+{{- default (replace "_" "-" (index . 0)) $spec.portName -}}
+{{- end -}}
+
+{{/* The volume with every classifier's file: the chart's ConfigMap for the inline ones, each named ConfigMap's key for
+the others, projected into one directory (a projected volume is updated in place like a ConfigMap's). */}}
+{{- define "mcp-classifier.classifiers.volume" -}}
+{{- $inline := list -}}
+{{- range $name, $c := .Values.classifiers }}{{ if $c.file }}{{ $inline = append $inline $name }}{{ end }}{{ end -}}
+- name: classifiers
+  projected:
+    sources:
+      {{- if $inline }}
+      - configMap:
+          name: {{ include "mcp-classifier.classifiers.configMapName" . }}
+          items:
+            {{- range $inline }}
+            - key: {{ . }}.yaml
+              path: {{ . }}.yaml
+            {{- end }}
+      {{- end }}
+      {{- range $name, $c := .Values.classifiers }}
+      {{- with $c.configMap }}
+      - configMap:
+          name: {{ .name }}
+          items:
+            - key: {{ default (printf "%s.yaml" $name) .key }}
+              path: {{ $name }}.yaml
+      {{- end }}
+      {{- end }}
+{{- end -}}
+
+{{- define "mcp-classifier.classifiers.volumeMount" -}}
+- name: classifiers
+  mountPath: {{ include "mcp-classifier.classifiersDir" . }}
+  readOnly: true
+{{- end -}}
+
+{{/* Each classifier's file given once, its ports clear of the gateway's and of each other, its port names valid. */}}
+{{- define "mcp-classifier.validateClassifiers" -}}
+{{- $g := .Values.gateway -}}
+{{- $ports := dict (toString (int $g.port)) "gateway.port" -}}
+{{- if $g.grpc.enabled }}{{ $_ := set $ports (toString (int $g.grpc.port)) "gateway.grpc.port" }}{{ end -}}
+{{- $names := dict "http" "the gateway's HTTP port" "grpc" "the public gRPC port" -}}
+{{- range $name, $c := .Values.classifiers -}}
+{{- if not (or $c.file $c.configMap) -}}
+{{- fail (printf "classifiers.%s: set its categories file, inline (file) or from a ConfigMap (configMap: {name, key})" $name) -}}
+{{- end -}}
+{{- if and $c.file $c.configMap -}}
+{{- fail (printf "classifiers.%s: set either file or configMap, not both" $name) -}}
+{{- end -}}
+{{- if and $c.portName (not $c.port) -}}
+{{- fail (printf "classifiers.%s.portName names a port: set classifiers.%s.port too" $name $name) -}}
+{{- end -}}
+{{- if $c.port -}}
+{{- $port := toString (int $c.port) -}}
+{{- if hasKey $ports $port -}}
+{{- fail (printf "classifiers.%s.port %s is already taken by %s" $name $port (get $ports $port)) -}}
+{{- end -}}
+{{- $_ := set $ports $port (printf "classifiers.%s.port" $name) -}}
+{{- $portName := include "mcp-classifier.classifier.portName" (list $name $c) -}}
+{{- if or (gt (len $portName) 15) (not (regexMatch "^[a-z0-9]([a-z0-9-]*[a-z0-9])?$" $portName)) (not (regexMatch "[a-z]" $portName)) (contains "--" $portName) -}}
+{{- fail (printf "classifiers.%s: %q is not a Kubernetes port name (at most 15 lowercase letters, digits and single '-', a letter among them): set classifiers.%s.portName" $name $portName $name) -}}
+{{- end -}}
+{{- if hasKey $names $portName -}}
+{{- fail (printf "classifiers.%s: the port name %q is already %s: set classifiers.%s.portName" $name $portName (get $names $portName) $name) -}}
+{{- end -}}
+{{- $_ := set $names $portName (printf "classifier %s's" $name) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* ---------------------------------------------------------------------------------------------
 Value checks that a JSON schema cannot express. Included by every workload template.
 --------------------------------------------------------------------------------------------- */}}
 {{- define "mcp-classifier.validate" -}}
@@ -284,6 +388,7 @@ Value checks that a JSON schema cannot express. Included by every workload templ
 {{- if and .Values.categories.content .Values.categories.existingConfigMap -}}
 {{- fail "set either categories.content or categories.existingConfigMap, not both" -}}
 {{- end -}}
+{{- include "mcp-classifier.validateClassifiers" . -}}
 {{- if and .Values.auth.apiKeys .Values.auth.existingSecret -}}
 {{- fail "set either auth.apiKeys or auth.existingSecret, not both" -}}
 {{- end -}}
@@ -455,6 +560,11 @@ tests/test_helm_chart.py renders this and compares it with `mcp-classifier serve
 {{- if ne (float64 $e.languageMinConfidence) 0.9 }}{{ $_ := set $settings "language_min_confidence" $e.languageMinConfidence }}{{ end -}}
 {{- if ne (int $e.batchSize) 32 }}{{ $_ := set $settings "batch_size" (int $e.batchSize) }}{{ end -}}
 {{- if include "mcp-classifier.categories.enabled" . }}{{ $_ := set $settings "categories_file" (include "mcp-classifier.categoriesFile" .) }}{{ end -}}
+{{- if .Values.classifiers -}}
+{{- $named := dict -}}
+{{- range $name, $c := .Values.classifiers }}{{ $_ := set $named $name (printf "%s/%s.yaml" (include "mcp-classifier.classifiersDir" $) $name) }}{{ end -}}
+{{- $_ := set $settings "classifiers" $named -}}
+{{- end -}}
 {{- $deployment := dict
       "name" "Embedder"
       "max_ongoing_requests" (max (int $e.maxOngoingRequests) (int $e.batchSize))

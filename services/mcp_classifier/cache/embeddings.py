@@ -8,6 +8,10 @@ errors fail open (the link's breaker), like the classification cache. Query embe
 never cached (queries rarely repeat) but concurrent ones are coalesced: many routers asking at
 once share one model call.
 
+Example requests a caller sends with its tools (`examples`) are embedded as queries and cached the same way,
+under keys of their own kind. `tool_ids` is a tool's identity: the hash of the model id and the tool's
+text, the one its vector is kept under, which feedback from use (cache.tool_feedback) keys by too.
+
 Missing tool vectors are embedded in the background, a chunk at a time, and each chunk is kept as it
 completes, whether or not the request that asked for it still waits. A request waits up to its deadline;
 past it the filter fails open, but the chunks go on, so a list too big to embed within one deadline
@@ -25,12 +29,13 @@ from typing import Any
 import numpy as np
 from opentelemetry import context as otel_context
 
-from ..backend.base import ClassificationBackend
+from ..backend.base import ClassificationBackend, EmbeddingKind
 from ..backend.coalescer import RequestCoalescer
 from ..redis_io.redis_link import RedisLink
 from .keys import KeyBuilder
 
 EMBEDDING_KEY_PREFIX = "mcp-classifier:emb:v2:"  # bump when the key or value layout changes (v2: keys.KeyBuilder)
+EXAMPLE_KEY_PREFIX = "mcp-classifier:emb-query:v1:"  # example requests: the same texts embedded as queries differ
 
 
 class ToolEmbeddings:
@@ -48,8 +53,10 @@ class ToolEmbeddings:
         max_queued_queries: int = 2048,
         query_timeout_s: float = 30.0,
         document_chunk: int = 32,
+        lists: int = 64,
     ) -> None:
         self.backend = backend
+        self.lists = lists  # tool lists whose identities are kept: a router sends the same list with every request
         self.document_chunk = document_chunk  # texts per background model call
         self.deadline_s = query_timeout_s  # how long a request waits for its tools' vectors
         self._queries: RequestCoalescer[str, np.ndarray] = RequestCoalescer(
@@ -64,12 +71,13 @@ class ToolEmbeddings:
         self.capacity = capacity
         self.ttl_s = ttl_s
         self._lru: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._keys: KeyBuilder | None = None  # for the backend's current model id
+        self._ids: KeyBuilder | None = None  # tool identities for the backend's current model id
+        self._id_lists: OrderedDict[tuple[str, ...], list[str]] = OrderedDict()  # recent lists' identities
         self._writes: set[asyncio.Task[None]] = set()
         # Vectors being embedded in the background, by key: requests join them; bounded by the LRU's capacity.
         self._pending: dict[str, asyncio.Future[np.ndarray]] = {}
         self._fills: set[asyncio.Task[None]] = set()
-        self.model_calls = 0  # backend embed calls made for documents (tests and /health read it)
+        self.model_calls = 0  # backend embed calls made for tool texts and examples (tests and /health read it)
 
     async def start(self) -> None:
         """The query coalescer binds to the serving loop; the backend and Redis link are started by their owners."""
@@ -91,12 +99,34 @@ class ToolEmbeddings:
     async def _embed_queries(self, texts: list[str], _: list[otel_context.Context]) -> list[np.ndarray]:
         return list(await self.backend.embed(texts, "query"))
 
+    async def tool_ids(self, texts: Sequence[str]) -> list[str]:
+        """Each text's identity: a hash of the model id and the text as written (never the text itself)."""
+        model_id = (await self.backend.health(need_info=True)).require_info().model_id
+        if self._ids is None or self._ids.versions != (model_id,):
+            self._ids = KeyBuilder((model_id,), "", normalise=False)
+            self._id_lists.clear()
+        key = tuple(texts)
+        ids = self._id_lists.get(key)
+        if ids is None:
+            ids = [self._ids.key(text) for text in texts]
+            if self.lists:
+                self._id_lists[key] = ids
+                while len(self._id_lists) > self.lists:
+                    self._id_lists.popitem(last=False)
+        else:
+            self._id_lists.move_to_end(key)
+        return ids
+
     async def documents(self, texts: Sequence[str]) -> np.ndarray:
         """One vector per text, in order; every miss goes to the backend in a single call."""
-        model_id = (await self.backend.health(need_info=True)).require_info().model_id
-        if self._keys is None or self._keys.versions != (model_id,):
-            self._keys = KeyBuilder((model_id,), EMBEDDING_KEY_PREFIX, normalise=False)
-        keys = [self._keys.key(text) for text in texts]
+        return await self._cached([EMBEDDING_KEY_PREFIX + i for i in await self.tool_ids(texts)], texts, "document")
+
+    async def examples(self, texts: Sequence[str]) -> np.ndarray:
+        """Example requests, embedded as queries (they stand for past requests) and cached like tool texts."""
+        return await self._cached([EXAMPLE_KEY_PREFIX + i for i in await self.tool_ids(texts)], texts, "query")
+
+    async def _cached(self, keys: list[str], texts: Sequence[str], kind: EmbeddingKind) -> np.ndarray:
+        """Vectors by key: the LRU, then Redis, then the backend for the misses (in the background, waited for)."""
         found: dict[str, np.ndarray] = {}
         for key in dict.fromkeys(keys):
             vector = self._lru.get(key)
@@ -111,10 +141,10 @@ class ToolEmbeddings:
                     found[key] = self._remember(key, np.frombuffer(value, dtype="<f4").copy())
         missing = {key: text for key, text in zip(keys, texts) if key not in found}
         if missing:
-            found.update(await self._wait_for_fill(missing))
+            found.update(await self._wait_for_fill(missing, kind))
         return np.vstack([found[key] for key in keys]) if keys else np.zeros((0, 0), dtype=np.float32)
 
-    async def _wait_for_fill(self, missing: dict[str, str]) -> dict[str, np.ndarray]:
+    async def _wait_for_fill(self, missing: dict[str, str], kind: EmbeddingKind) -> dict[str, np.ndarray]:
         """The missing vectors, from background chunks (joined where already under way), within the deadline."""
         new = {key: text for key, text in missing.items() if key not in self._pending}
         if len(self._pending) + len(new) > self.capacity:
@@ -123,7 +153,7 @@ class ToolEmbeddings:
                 f"cache's {self.capacity} entries"
             )
         if new:
-            self._start_fill(new)
+            self._start_fill(new, kind)
         futures = {key: self._pending[key] for key in missing}
         gathered = asyncio.gather(*futures.values())
         gathered.add_done_callback(_retrieve)  # read here, or by nobody once this request has given up
@@ -139,23 +169,23 @@ class ToolEmbeddings:
             ) from None
         return dict(zip(futures, vectors))
 
-    def _start_fill(self, texts: dict[str, str]) -> None:
+    def _start_fill(self, texts: dict[str, str], kind: EmbeddingKind) -> None:
         loop = asyncio.get_running_loop()
         for key in texts:
             future: asyncio.Future[np.ndarray] = loop.create_future()
             future.add_done_callback(_retrieve)  # nobody may be left waiting: a failure must not log as unretrieved
             self._pending[key] = future
-        task = asyncio.ensure_future(self._fill(list(texts.items())))
+        task = asyncio.ensure_future(self._fill(list(texts.items()), kind))
         self._fills.add(task)
         task.add_done_callback(self._fills.discard)
 
-    async def _fill(self, items: list[tuple[str, str]]) -> None:
+    async def _fill(self, items: list[tuple[str, str]], kind: EmbeddingKind) -> None:
         """Chunk after chunk, each kept (and written behind) as it completes; a failed chunk fails the rest."""
         try:
             for start in range(0, len(items), self.document_chunk):
                 chunk = items[start : start + self.document_chunk]
                 self.model_calls += 1
-                vectors = await self.backend.embed([text for _, text in chunk], "document")
+                vectors = await self.backend.embed([text for _, text in chunk], kind)
                 fresh = {key: self._remember(key, np.asarray(v, dtype=np.float32)) for (key, _), v in zip(chunk, vectors)}
                 self._write_behind(fresh)
                 for key, vector in fresh.items():

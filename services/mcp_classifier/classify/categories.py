@@ -14,9 +14,10 @@ from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
 DEFAULT_INSTRUCTION = "Given a user query, identify which topic category it belongs to"
-# Part of every category-set version: answers gained in_scope, and confidence its share, so entries cached
-# before that never serve a query again.
-SCOPE_FORMAT = 1
+# Part of every category-set version and of the start cache's key for the out-of-scope fit: raised whenever the
+# same file gets other answers (the fit of in_scope, what an answer reports: a small category's pooled prior,
+# language named only at the detector's confidence), so entries cached before never serve a query again.
+SCOPE_FORMAT = 2
 MIN_CATEGORIES = 2  # a query is classified among the categories: with one, every answer would be that one
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..engine.encoder import TextEncoder
-from .categories import CategoryConfig
+from .categories import SCOPE_FORMAT, CategoryConfig
 from .fusion import CategoryScorer, LexicalMode, TokenMatching, fit_category_scorer
 from .scope import ScopeModel, background_queries, fit_scope
 from .scorers import ScoringMethod
@@ -75,7 +75,7 @@ class CategoryIndex:
             return cls(config, example_vectors, label_array, description_vectors, fit(), fit_the_scope())
         key = content_key(texts, labels, descriptions, own_texts, method, lexical, token_matching)
         scope_key = content_key(
-            "scope", texts, labels, descriptions, config.detect_out_of_scope, config.out_of_scope_examples, background,
+            "scope", SCOPE_FORMAT, texts, labels, descriptions, config.detect_out_of_scope, config.out_of_scope_examples, background,
             tuple(c.threshold for c in config.categories),
         )  # fmt: skip
         return cls(

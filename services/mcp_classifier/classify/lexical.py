@@ -32,6 +32,14 @@ def zscores(scores: np.ndarray, spread_floor: float = _SPREAD_FLOOR) -> np.ndarr
     return (scores - scores.mean(axis=1, keepdims=True)) / np.maximum(spread, spread_floor)
 
 
+def zscores_like(values: np.ndarray, reference: np.ndarray, spread_floor: float = _SPREAD_FLOOR) -> np.ndarray:
+    """``values`` in the z units of ``reference`` (its rows' mean and spread): an entry equal to the reference's keeps
+    exactly its z-score, whatever the other entries became (the tool filter's past requests lift only some tools)."""
+    reference = np.atleast_2d(np.asarray(reference, dtype=np.float64))
+    spread = np.maximum(reference.std(axis=1, keepdims=True), spread_floor)
+    return (np.atleast_2d(np.asarray(values, dtype=np.float64)) - reference.mean(axis=1, keepdims=True)) / spread
+
+
 def bm25_index(documents: Sequence[list[str]]) -> BM25Okapi:
     return BM25Okapi([doc or [""] for doc in documents])  # rank-bm25 divides by zero on an empty document
 

@@ -41,7 +41,8 @@ class ClassificationResult:
     labels: tuple[str, ...] = ()  # every category the query passes, main first; empty when out of scope
     margin: float = 1.0  # top probability minus the runner-up's
     revision: Revision = Revision()
-    language: str = ""  # ISO 639-1 where detected, "und" where it cannot be told, "" from a replica that predates it
+    # ISO 639-1 where the detector is at least language_min_confidence sure, else "und"; "" from a replica that predates it
+    language: str = ""
     language_served: bool = True  # False: the model does not read the query's language, so in_scope is false too
     # Per category, an independent probability that the query is about it (the out-of-scope model read at that
     # category, times the probability that its language is served); only for a file with multi_label: true.
@@ -134,5 +135,6 @@ class ClassifierInfo:
 
     @property
     def language_policy(self) -> str:
-        """What decides language_served, in a cache key's words: a change must not read answers cached before it."""
-        return f"{','.join(self.served_languages)}@{self.language_min_confidence:g}" if self.served_languages else "any"
+        """What decides language and language_served, in a cache key's words: a change must not read answers cached
+        before it. The confidence decides whether a language is named even where every language is served."""
+        return f"{','.join(self.served_languages) or 'any'}@{self.language_min_confidence:g}"

@@ -8,9 +8,9 @@ a DatasetError, which the CLI turns into its one-line error.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..classify.build import build_classifier, build_registry
 from ..classify.categories import CategoryConfig
@@ -20,6 +20,7 @@ from ..settings import Settings
 from ..toolfilter.tool_filter import DEFAULT_THRESHOLD, DEFAULT_TOP_K, default_threshold_for
 from . import doctor, tool_retrieval
 from .dataset import OUT_OF_SCOPE, DatasetError, LabelledQuery, load_dataset
+from .systems import predict_local
 
 if TYPE_CHECKING:
     import numpy as np
@@ -50,9 +51,9 @@ def run_doctor(settings: Settings, queries_path: Path | None, out: Path | None) 
 
 
 def _doctor_queries(path: Path, config: CategoryConfig) -> list[LabelledQuery]:
-    """The labelled queries doctor scores: in-scope ones only (doctor scores categories; eval scores scope)."""
-    queries = [q for q in load_dataset(path) if q.category != OUT_OF_SCOPE]
-    unknown = sorted({q.category for q in queries} - set(config.names))
+    """The labelled queries doctor scores, read as eval reads them: a null label marks an out-of-scope query."""
+    queries = load_dataset(path)
+    unknown = sorted({q.category for q in queries if q.category != OUT_OF_SCOPE} - set(config.names))
     if unknown:
         raise DatasetError(f"{path} has categories the file does not define: {unknown}")
     return queries
@@ -61,38 +62,46 @@ def _doctor_queries(path: Path, config: CategoryConfig) -> list[LabelledQuery]:
 def _diagnose(
     settings: Settings, classifier: Classifier, config: CategoryConfig, queries: Sequence[LabelledQuery] | None
 ) -> tuple[doctor.Diagnosis, np.ndarray, np.ndarray]:
-    """Embed the file's examples, descriptions and queries with the served model and diagnose them."""
+    """Embed the file's examples, descriptions and queries with the served model and diagnose them.
+
+    The scorer's own figures are on the queries with a category; the out-of-scope figures on all of them, as the
+    classifier serves them (eval's figures: a query labelled null is right when answered out of scope)."""
     categories = settings.categories
     encoder = classifier.encoder
+    scored = [q for q in queries or () if q.category != OUT_OF_SCOPE]
     examples = [e for c in config.categories for e in c.examples]
     example_vectors = encoder.encode_documents(examples)
     description_vectors = encoder.encode_documents([c.description or c.name for c in config.categories])
-    query_vectors = encoder.encode_queries([q.text for q in queries]) if queries else None
     tokens = None
     if categories.token_matching != "off":
         tokens = doctor.TokenVectors(
             encoder.encode_with_tokens(examples, query=False)[1],
             encoder.encode_with_tokens(category_texts(config), query=False)[1],
-            encoder.encode_with_tokens([q.text for q in queries], query=True)[1] if queries else [],
+            encoder.encode_with_tokens([q.text for q in scored], query=True)[1] if scored else [],
         )
     diagnosis = doctor.diagnose(
         config,
         example_vectors,
         description_vectors,
         categories.scoring_method,
-        query_vectors,
-        [q.category for q in queries] if queries else None,
-        [q.text for q in queries] if queries else None,
+        encoder.encode_queries([q.text for q in scored]) if scored else None,
+        [q.category for q in scored] if scored else None,
+        [q.text for q in scored] if scored else None,
         categories.lexical_scoring,
         tokens,
     )
     scope = classifier.info.scope
     diagnosis.scope = scope.to_public(config.names) if scope is not None else None
+    if queries:
+        texts = [q.text for q in queries]
+        answers = predict_local(classifier.classify, texts, settings.batching.batch_size)
+        diagnosis.query_scope = doctor.query_scope([q.category for q in queries], texts, answers)
     return diagnosis, example_vectors, description_vectors
 
 
-def run_eval_tools(settings: Settings, queries_path: Path, tools_path: Path | None) -> None:
-    """Score the tool filter's rankings (and BM25 beside them) on labelled tool queries; print the tables."""
+def run_eval_tools(settings: Settings, queries_path: Path, tools_path: Path | None, feedback: int | None = None) -> None:
+    """Score the tool filter's rankings (and BM25 beside them) on labelled tool queries; print the tables. ``feedback``:
+    also give that many of each tool's requests as feedback from use and score the rest with and without it."""
     tools_path = tools_path or queries_path.with_name("tools.json")
     tools, queries = tool_retrieval.load_tool_set(queries_path, tools_path)
     print(f"eval-tools: {len(queries)} queries over {len(tools)} tools ({tools_path})", file=sys.stderr)
@@ -124,3 +133,40 @@ def run_eval_tools(settings: Settings, queries_path: Path, tools_path: Path | No
     outcomes = [tool_retrieval.served_outcome(ranked, queries, DEFAULT_TOP_K, t) for t in thresholds]
     print()
     print(tool_retrieval.render_served(outcomes, DEFAULT_TOP_K, default_threshold))
+    if feedback is not None:
+        print()
+        print(_feedback_table(settings, tools, queries, classifier.embed, feedback))
+
+
+def _feedback_table(
+    settings: Settings,
+    tools: Sequence[dict[str, Any]],
+    queries: Sequence[tool_retrieval.RetrievalQuery],
+    embed: Callable[[list[str], str], np.ndarray],
+    per_tool: int,
+) -> str:
+    """One-tool requests ranked without and with feedback from ``per_tool`` past requests of each tool."""
+    if per_tool < 1:
+        raise DatasetError(f"--feedback {per_tool}: give at least one past request per tool")
+    split = tool_retrieval.feedback_split(queries, per_tool)
+    if not split.tools:
+        raise DatasetError("no tool has two one-tool requests: feedback from use needs some to give and some to measure")
+    toolfilter = settings.toolfilter
+    weights = (toolfilter.tool_lexical_weight, toolfilter.tool_feedback_weight)
+    max_chars = settings.serving.max_text_length
+    without, with_past = tool_retrieval.feedback_rankings(tools, split, embed, max_chars, weights)
+    again = tool_retrieval.FeedbackSplit(split.past, split.past, split.tools)  # the past requests, asked again
+    again_without, again_with = tool_retrieval.feedback_rankings(tools, again, embed, max_chars, weights)
+    print(
+        f"eval-tools: feedback from {len(split.past)} requests ({per_tool} per tool at most, half of its requests at most) "
+        f"for {split.tools} tools; {len(split.held)} other one-tool requests measured",
+        file=sys.stderr,
+    )
+    weight = f"tool_feedback_weight {toolfilter.tool_feedback_weight:g}"
+    scores = [
+        tool_retrieval.score("hybrid, one-tool requests not given as feedback: no feedback", without, split.held),
+        tool_retrieval.score(f"the same with feedback from {per_tool} past requests per tool ({weight})", with_past, split.held),
+        tool_retrieval.score("the requests given as feedback, asked again word for word: no feedback", again_without, split.past),
+        tool_retrieval.score(f"the same with their own feedback ({weight})", again_with, split.past),
+    ]
+    return tool_retrieval.render(scores, len(tools))

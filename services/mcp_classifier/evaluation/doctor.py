@@ -8,8 +8,11 @@ examples would get:
 - examples that vote for another category (out of fold, with the confidence);
 - where more examples would help most: the categories with the lowest out-of-fold recall, and
   the neighbour that takes their examples;
-- expected accuracy and ECE.
-With labelled queries it also classifies them with the scorer fitted on every example.
+- expected accuracy and ECE;
+- the categories with too few examples to fit their own out-of-scope threshold, and how many to add.
+With labelled queries it also classifies them with the scorer fitted on every example, and reports what the
+served classifier does with them as eval does: a query labelled null is out of scope, and the figures say how
+many of those were answered out of scope and how many of the others in scope with the right category.
 """
 
 from __future__ import annotations
@@ -25,9 +28,11 @@ import numpy as np
 from ..classify.categories import CategoryConfig
 from ..classify.fusion import LexicalMode, fit_category_scorer
 from ..classify.index import category_texts
+from ..classify.scope import SMALL_CATEGORY_EXAMPLES
 from ..classify.scorers import ScoringMethod, centroids, stratified_folds
 from ..classify.token_match import CategoryTokens, TokenSet
-from .metrics import calibrated_ece, expected_calibration_error
+from .dataset import OUT_OF_SCOPE
+from .metrics import Prediction, calibrated_ece, expected_calibration_error, scope_metrics
 
 MIN_FOLDS, MAX_FOLDS = 2, 5
 
@@ -89,6 +94,10 @@ class Diagnosis:
     chosen_method: str = ""  # what `method` (e.g. auto) picks on all the examples
     queries: dict[str, Any] = field(default_factory=dict)  # accuracy, ece, n, errors on the user's labelled queries
     scope: dict[str, Any] | None = None  # ScopeStats.to_public of the file: thresholds, coverage, loose ones
+    # eval's out-of-scope figures on the user's labelled queries (null labels are out of scope), as served
+    query_scope: dict[str, Any] | None = None
+    # in file order, the categories with fewer than SMALL_CATEGORY_EXAMPLES examples: name, examples, add (how many more)
+    small: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def flagged_pairs(self) -> list[Pair]:
@@ -171,6 +180,11 @@ def diagnose(
         misvotes,
         health,
         fitted.method,
+        small=[
+            {"name": names[c], "examples": int(counts[c]), "add": int(SMALL_CATEGORY_EXAMPLES - counts[c])}
+            for c in range(n)
+            if counts[c] < SMALL_CATEGORY_EXAMPLES
+        ],
     )
     if query_vectors is not None and query_labels is not None and query_texts is not None:
         query_probabilities = fitted.probabilities(query_vectors, query_texts, tokens.queries if tokens is not None else None)
@@ -192,6 +206,20 @@ def diagnose(
     return diagnosis
 
 
+def query_scope(truth: Sequence[str], texts: Sequence[str], predictions: Sequence[Prediction]) -> dict[str, Any]:
+    """eval's out-of-scope figures (metrics.scope_metrics) on the user's labelled queries, from the served classifier's
+    answers (OUT_OF_SCOPE where it said in_scope false), with the queries each side got wrong."""
+    figures: dict[str, Any] = {
+        k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in scope_metrics(list(truth), list(predictions)).items()
+    }
+    figures["wrong_side"] = [
+        {"text": text, "expected": label, "answered": p.category}
+        for text, label, p in zip(texts, truth, predictions)
+        if (label == OUT_OF_SCOPE) != (p.category == OUT_OF_SCOPE)
+    ][:MISVOTES_LISTED]
+    return figures
+
+
 # ---- presentation ------------------------------------------------------------------------------
 def render(d: Diagnosis) -> str:
     """The terminal (and Markdown) report."""
@@ -202,11 +230,7 @@ def render(d: Diagnosis) -> str:
         + (f", which picks {d.chosen_method} on all of them" if d.chosen_method and d.chosen_method != d.method else "")
         + ").",
     ]
-    if d.queries:
-        lines.append(
-            f"On your {d.queries['n']} labelled queries: accuracy {d.queries['accuracy']:.1%}, ECE {d.queries['ece']:.3f} "
-            f"(about {d.queries['ece_if_calibrated']:.3f} if perfectly calibrated)."
-        )
+    lines += _render_queries(d) + _render_small(d)
     lines += [
         "",
         "## Confusable categories",
@@ -242,8 +266,11 @@ def render(d: Diagnosis) -> str:
             "| category | threshold (similarity) | own examples kept in scope | from the file | verdict |",
             "|---|---:|---:|---|---|",
         ]
+        small = {s["name"]: s for s in d.small}
         for name, c in d.scope["categories"].items():
             verdict = "loose: off-topic text near it passes; add out_of_scope_examples or raise its threshold" if c["loose"] else ""
+            if name in small and not c["from_file"]:
+                verdict = "; ".join(filter(None, [f"too few examples, partly borrowed (above): add {small[name]['add']}", verdict]))
             lines.append(
                 f"| {name} | {c['threshold']:.3f} | {c['expected_coverage']:.0%} | {'yes' if c['from_file'] else ''} | {verdict} |"
             )
@@ -258,7 +285,51 @@ def render(d: Diagnosis) -> str:
     if d.queries.get("errors"):
         lines += ["", "## Your queries that were misclassified", "", "| query | expected | predicted |", "|---|---|---|"]
         lines += [f"| {e['text'].replace('|', '/')} | {e['expected']} | {e['predicted']} |" for e in d.queries["errors"]]
+    if d.query_scope and d.query_scope["wrong_side"]:
+        lines += ["", "## Your queries answered on the wrong side of in_scope", "", "| query | labelled | answered |", "|---|---|---|"]
+        lines += [f"| {e['text'].replace('|', '/')} | {e['expected']} | {e['answered']} |" for e in d.query_scope["wrong_side"]]
     return "\n".join(lines)
+
+
+def _render_queries(d: Diagnosis) -> list[str]:
+    """The lines on the user's labelled queries: the scorer's accuracy on those with a category, then what the served
+    classifier does with all of them, in scope or not (null-labelled ones are out of scope)."""
+    lines = []
+    q = d.query_scope
+    nulls = int(q["out_of_scope_n"]) if q else 0
+    if d.queries:
+        more = f" ({nulls} more are labelled null, out of scope: below)" if nulls else ""
+        lines.append(
+            f"On your {d.queries['n']} labelled queries{more}: accuracy {d.queries['accuracy']:.1%}, ECE {d.queries['ece']:.3f} "
+            f"(about {d.queries['ece_if_calibrated']:.3f} if perfectly calibrated)."
+        )
+    if q and (nulls or d.scope):
+        parts = [f"{q['out_of_scope_recall']:.1%} of the {nulls} labelled null answered out of scope" if nulls else "none labelled null"]
+        if q["in_scope_n"]:
+            parts.append(
+                f"of the {q['in_scope_n']} with a category, {q['in_scope_accuracy']:.1%} answered in scope with the right one "
+                f"(coverage {q['coverage']:.1%})"
+            )
+        off = " This file turns out-of-scope detection off: only a query in a language the model does not read is answered out of scope."
+        lines.append(f"As served, in_scope included: {'; '.join(parts)}." + ("" if d.scope else off))
+    return lines
+
+
+def _render_small(d: Diagnosis) -> list[str]:
+    """The categories with too few examples: their out-of-scope threshold borrows from the others."""
+    if not d.small:
+        return []
+    why = (
+        "its own similarities are too few points to fit its out-of-scope threshold, so it borrows the spread of the file's "
+        "larger categories (or, where every category is small, of the off-topic set), as if the missing examples were typical"
+        if d.scope
+        else "its figures rest on too few points"
+    )
+    lines = ["", "## Categories with too few examples", ""]
+    lines.append(f"Under {SMALL_CATEGORY_EXAMPLES} examples a category's {why}. Add examples that say what its queries look like:")
+    lines += ["", "| category | examples | add at least |", "|---|---:|---:|"]
+    lines += [f"| {s['name']} | {s['examples']} | {s['add']} |" for s in d.small]
+    return lines
 
 
 def write_report(d: Diagnosis, out_dir: Path, config: CategoryConfig, centroid_similarity: np.ndarray | None, source: str) -> Path:

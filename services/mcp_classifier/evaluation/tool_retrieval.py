@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..protocol.tools import ToolError
+from ..toolfilter.past_queries import PastQueries, lift
 from ..toolfilter.query_clauses import request_clauses
 from ..toolfilter.query_identifiers import identifier_words, keyword_query
 from ..toolfilter.tool_ranking import LexicalIndexes, fuse, hybrid_order, tool_fields, tool_texts
@@ -242,3 +243,66 @@ def render(scores: Sequence[RetrievalScore], tools: int) -> str:
     for s in scores:
         lines.append(f"| {s.system} | {s.queries} | {tools} | {s.recall[1]:.3f} | {s.recall[5]:.3f} | {s.recall[10]:.3f} | {s.mrr:.3f} |")
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class FeedbackSplit:
+    """A set's one-tool requests split per tool: the first ones given as feedback from use, the rest measured."""
+
+    past: list[RetrievalQuery]
+    held: list[RetrievalQuery]
+    tools: int  # tools given feedback
+
+
+def feedback_split(queries: Sequence[RetrievalQuery], per_tool: int) -> FeedbackSplit:
+    """Up to ``per_tool`` of each tool's one-tool requests, never more than half of them, are its past requests;
+    every other one-tool request (those of tools with a single request too) is measured. Requests that need
+    several tools are left out: which of their tools the model would have called is not known."""
+    by_tool: dict[str, list[RetrievalQuery]] = {}
+    for query in queries:
+        if len(query.relevant) == 1:
+            by_tool.setdefault(query.relevant[0], []).append(query)
+    past: list[RetrievalQuery] = []
+    held: list[RetrievalQuery] = []
+    given = 0
+    for requests in by_tool.values():
+        count = min(per_tool, len(requests) // 2)
+        past.extend(requests[:count])
+        held.extend(requests[count:])
+        given += count > 0
+    return FeedbackSplit(past, held, given)
+
+
+def feedback_rankings(
+    tools: Sequence[dict[str, Any]],
+    split: FeedbackSplit,
+    embed: Callable[[list[str], str], np.ndarray],
+    max_chars: int,
+    lexical_weights: tuple[float, float],
+) -> tuple[list[list[str]], list[list[str]]]:
+    """The hybrid rankings of the measured requests (``split.held``) without and with the lift of the past requests
+    (``split.past``), as ToolFilter ranks.
+
+    ``lexical_weights``: BM25's share (tool_lexical_weight), then the past requests' (tool_feedback_weight).
+    """
+    lexical_weight, past_weight = lexical_weights
+    names = [str(tool_fields(t)["name"]) for t in tools]
+    column = {name: i for i, name in enumerate(names)}
+    summaries, texts = zip(*(tool_texts(t, max_chars) for t in tools))
+    documents = embed(list(summaries), "document")
+    owners = np.asarray([column[q.relevant[0]] for q in split.past], dtype=np.int64)
+    order = np.argsort(owners, kind="stable")
+    past_vectors = embed([q.query[:max_chars] for q in split.past], "query") if split.past else np.zeros((0, documents.shape[1]))
+    past = PastQueries(np.asarray(past_vectors, dtype=np.float32)[order], owners[order])
+    parts = [[q.query[:max_chars], *request_clauses(q.query[:max_chars])] for q in split.held]
+    flat = embed([part for request in parts for part in request], "query")
+    starts = np.cumsum([0] + [len(request) for request in parts])
+    index = LexicalIndexes(capacity=1)
+    without, with_past = [], []
+    for request, start, end in zip(parts, starts[:-1], starts[1:]):
+        vectors = flat[start:end]
+        cosines = vectors @ documents.T
+        lexical = np.vstack([index.scores(texts, keyword_query(part)) for part in request])
+        without.append([names[i] for i in hybrid_order(cosines, lexical, lexical_weight)])
+        with_past.append([names[i] for i in hybrid_order(cosines, lexical, lexical_weight, lift(cosines, vectors, past, past_weight))])
+    return without, with_past

@@ -9,6 +9,10 @@ The hook posts the request's `messages` and `tools` to the service's `POST /v1/t
 puts the answer back in `data["tools"]`, in the OpenAI shape it came in. It never stands between
 a user and the LLM: when the service is slow, down or refuses, the request goes on with every
 tool, and the reason is logged and recorded in the request's metadata.
+
+With ``feedback`` on (MCP_CLASSIFIER_FILTER_FEEDBACK=1), after a response that called tools it posts the
+request's messages and the tools called to `POST /v1/tools/feedback`, in the background: the user's answer
+never waits for it, and a failure is logged, never raised.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from litellm.integrations.custom_logger import CustomLogger
 log = logging.getLogger(__name__)
 
 FILTER_PATH = "/v1/tools/filter"
+FEEDBACK_PATH = "/v1/tools/feedback"
+TRUE_WORDS = frozenset({"1", "true", "yes", "on"})  # how an env var turns an option on
 METADATA_KEY = "mcp_classifier_tool_filter"  # what happened, in data["metadata"], for LiteLLM's logs
 ENV_PREFIX = "MCP_CLASSIFIER_FILTER_"
 
@@ -40,8 +46,10 @@ class ToolFilterHook(CustomLogger):
         threshold: float | None = None,
         min_tools: int = 10,
         timeout_s: float = 1.0,
+        feedback: bool = False,
     ) -> None:
         super().__init__()
+        self.feedback = feedback  # post the tools a response called to /v1/tools/feedback
         self.url = url.rstrip("/")
         self.api_key = api_key
         self.top_k = top_k
@@ -49,10 +57,12 @@ class ToolFilterHook(CustomLogger):
         self.min_tools = min_tools
         self.timeout_s = timeout_s
         self._clients: dict[int, httpx.AsyncClient] = {}  # one pooled client per event loop
+        self._sending: set[asyncio.Task[None]] = set()  # feedback posts under way: kept until done
 
     @classmethod
     def from_env(cls) -> ToolFilterHook:
-        """MCP_CLASSIFIER_FILTER_URL, _API_KEY, _TOP_K, _THRESHOLD, _MIN_TOOLS, _TIMEOUT_S (LiteLLM loads an instance)."""
+        """MCP_CLASSIFIER_FILTER_URL, _API_KEY, _TOP_K, _THRESHOLD, _MIN_TOOLS, _TIMEOUT_S, _FEEDBACK (LiteLLM loads an
+        instance)."""
         env = os.environ
         return cls(
             env.get(ENV_PREFIX + "URL", "http://127.0.0.1:8080"),
@@ -61,6 +71,7 @@ class ToolFilterHook(CustomLogger):
             threshold=float(env[ENV_PREFIX + "THRESHOLD"]) if env.get(ENV_PREFIX + "THRESHOLD") else None,
             min_tools=int(env.get(ENV_PREFIX + "MIN_TOOLS", "10")),
             timeout_s=float(env.get(ENV_PREFIX + "TIMEOUT_S", "1.0")),
+            feedback=env.get(ENV_PREFIX + "FEEDBACK", "").strip().lower() in TRUE_WORDS,
         )
 
     async def async_pre_call_hook(self, user_api_key_dict: Any, cache: Any, data: dict, call_type: Any) -> dict:
@@ -97,6 +108,34 @@ class ToolFilterHook(CustomLogger):
             return None, f"unfiltered: {payload.get('reason', 'the service could not rank')}"
         return list(payload["tools"]), response.headers.get("x-tool-filter", f"{len(tools)}->{len(payload['tools'])}")
 
+    async def async_post_call_success_hook(self, data: dict, user_api_key_dict: Any, response: Any) -> Any:
+        """After a response that called tools: their feedback, posted in the background. Returns None: the response stands."""
+        if not self.feedback or not isinstance(data.get("tools"), list) or not data.get("messages"):
+            return None
+        called = _called_tools(data["tools"], response)
+        if called:
+            task = asyncio.ensure_future(self._send_feedback(data["messages"], called))
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
+        return None
+
+    async def _send_feedback(self, messages: Any, called: list[Any]) -> None:
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        try:
+            response = await self._client().post(
+                self.url + FEEDBACK_PATH, json={"messages": messages, "called": called}, headers=headers, timeout=self.timeout_s
+            )
+        except Exception as exc:  # noqa: BLE001 - feedback is a bonus: nothing may reach the user's call
+            log.warning("mcp-classifier tool feedback not sent: %s: %s", type(exc).__name__, exc)
+            return
+        if response.status_code != 200:
+            log.warning("mcp-classifier tool feedback refused (%d): %s", response.status_code, response.text[:200])
+
+    async def flush(self) -> None:
+        """Wait for the feedback posts under way (tests; a proxy shutting down)."""
+        if self._sending:
+            await asyncio.gather(*list(self._sending), return_exceptions=True)
+
     def _client(self) -> httpx.AsyncClient:
         loop = id(asyncio.get_running_loop())
         client = self._clients.get(loop)
@@ -117,6 +156,23 @@ def _apply(data: dict, tools: list[Any], kept: list[Any]) -> None:
         data.pop("tools", None)  # no tool is relevant: an empty list is refused by OpenAI's API
         data.pop("tool_choice", None)
     # tool_choice "required" with nothing relevant: keep every tool rather than fail the call
+
+
+def _called_tools(tools: list[Any], response: Any) -> list[Any]:
+    """The request's tools that the response called, each once, as the request carried them (name and description)."""
+    names = []
+    for choice in _field(response, "choices") or []:
+        for call in _field(_field(choice, "message"), "tool_calls") or []:
+            name = _field(_field(call, "function"), "name")
+            if isinstance(name, str):
+                names.append(name)
+    by_name = {_name(tool): tool for tool in tools}
+    return [by_name[name] for name in dict.fromkeys(names) if name in by_name]
+
+
+def _field(value: Any, name: str) -> Any:
+    """A field of LiteLLM's response objects, or of the dicts some paths carry instead."""
+    return value.get(name) if isinstance(value, dict) else getattr(value, name, None)
 
 
 def _name(tool: Any) -> str | None:

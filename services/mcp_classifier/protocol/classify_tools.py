@@ -38,7 +38,8 @@ def classify_output_schema() -> dict[str, Any]:
             "margin": {"type": "number", "minimum": 0, "maximum": 1, "description": "Top probability minus the runner-up's."},
             "language": {
                 "type": "string",
-                "description": "The query's language (ISO 639-1), 'und' where it cannot be told (too short, only symbols).",
+                "description": "The query's language (ISO 639-1) where the detector is at least language_min_confidence sure, "
+                "else 'und' (short, technical or symbol-laden text).",
             },
             "language_served": {
                 "type": "boolean",

@@ -11,7 +11,7 @@ import importlib
 import math
 import socket
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, cast
 
 from .. import __version__
@@ -40,6 +40,25 @@ def bind(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
 def url_of(sock: socket.socket) -> str:
     host, port = sock.getsockname()[:2]
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def bind_classify_ports(serving: ServingSettings, *, reuse_port: bool = False) -> dict[str, socket.socket]:
+    """One socket per classifier's own port (``classify_ports``), by classifier name; none bound if one fails."""
+    bound: dict[str, socket.socket] = {}
+    try:
+        for name, port in serving.classify_ports.items():
+            bound[name] = bind(serving.host, port, reuse_port=reuse_port)
+    except OSError:
+        for sock in bound.values():
+            sock.close()
+        raise
+    return bound
+
+
+def say_classify_ports(sockets: Mapping[str, socket.socket]) -> None:
+    # One line per classifier's port, after the starting line: with port 0 the line is where its port is read.
+    for name, sock in sockets.items():
+        print(f"mcp-classifier classifier {name}: POST /classify on {url_of(sock)}", file=sys.stderr, flush=True)
 
 
 def say_starting(serving: ServingSettings, model: ModelSettings, url: str) -> None:
@@ -113,6 +132,16 @@ class HttpGatewayApp:
         return FullApp(cast("ASGIApp", app), self.lifecycle.running)
 
 
+def by_port(asgi: ASGIApp, classify_sockets: Mapping[str, socket.socket], metrics: GatewayMetrics) -> ASGIApp:
+    """The app, with each classifier's port routed to that classifier's /classify (as is without such ports)."""
+    if not classify_sockets:
+        return asgi
+    from ..transports.classify_ports import ClassifierPorts
+
+    ports = {sock.getsockname()[1]: name for name, sock in classify_sockets.items()}
+    return ClassifierPorts(asgi, ports, observer=metrics.observe_door)
+
+
 def run_gateway(
     settings: Settings,
     metrics: GatewayMetrics,
@@ -122,8 +151,10 @@ def run_gateway(
     announce: bool,
     on_ready: Callable[[float | None], None],
     services: Sequence[object] = (),
+    classify_sockets: Mapping[str, socket.socket] | None = None,
 ) -> int:
-    """Serve until stopped; 0 after a clean stop, 1 when the backend failed to start. ``announce``: print the starting line."""
+    """Serve until stopped; 0 after a clean stop, 1 when the backend failed to start. ``announce``: print the starting line.
+    ``classify_sockets``: each classifier's own port, served by the same server (one drain, one shutdown)."""
     import uvicorn
 
     from ..telemetry import instrument_grpc_client, setup_tracing
@@ -133,10 +164,12 @@ def run_gateway(
     if tracing:
         instrument_grpc_client()
     app = HttpGatewayApp(settings, metrics, redis, tracing=tracing, on_ready=on_ready, services=services)
+    classify_sockets = classify_sockets or {}
     if announce:
         say_starting(settings.serving, settings.model, url_of(sock))
+        say_classify_ports(classify_sockets)
     config = uvicorn.Config(
-        app.asgi,
+        by_port(app.asgi, classify_sockets, metrics),
         log_level=settings.serving.log_level,
         log_config=None,  # uvicorn's records go through the root handler: one format (JSON or text) for the whole stream
         access_log=False,  # the gateway writes its own line per request (protocol.correlation)
@@ -146,7 +179,7 @@ def run_gateway(
     server = DrainingServer(config, drain_delay_s=settings.serving.drain_delay_s, on_drain=app.lifecycle.start_draining)
     app.lifecycle.stop_server = lambda: setattr(server, "should_exit", True)
     try:
-        server.run(sockets=[sock])
+        server.run(sockets=[sock, *classify_sockets.values()])
     finally:
         if tracing:
             from ..telemetry import shutdown_tracing

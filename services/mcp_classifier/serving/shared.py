@@ -3,8 +3,8 @@
 One of each, whatever N: the embedded Redis (the cache, the rate limit and the legacy SSE session bus
 must be one for the workers to agree), the embedded Ray node (the workers reach it as a grpc:// backend,
 through Serve's gRPC proxy), the public gRPC port (each worker's server binds it with SO_REUSEPORT,
-as gRPC does by default) and the directory where prometheus_client's multiprocess mode keeps every
-worker's metrics.
+as gRPC does by default), each classifier's own port (held here as the serving port is) and the
+directory where prometheus_client's multiprocess mode keeps every worker's metrics.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pydantic import SecretStr
 from ..settings import Settings
 from ..telemetry import MULTIPROCESS_DIR_ENV
 from ..util.cpus import usable_cpus
-from .gateway import bind
+from .gateway import bind, bind_classify_ports
 
 log = logging.getLogger(__name__)
 
@@ -42,10 +42,12 @@ class SharedParts:
         self._redis: Any = None  # redis_io.embedded.EmbeddedRedis once started
         self._ray_started = False
         self._grpc_reservation: socket.socket | None = None
+        self.classify_reservations: dict[str, socket.socket] = {}  # each classifier's own port, held as the main one is
 
     def __enter__(self) -> SharedParts:
         try:
-            updates = {**self._start_redis(), **self._start_ray(), **self._reserve_grpc_port()}
+            # The ports first: a port someone else holds fails the start before Redis or Ray is started.
+            updates = {**self._reserve_classify_ports(), **self._start_redis(), **self._start_ray(), **self._reserve_grpc_port()}
         except BaseException:
             self.close()
             raise
@@ -75,6 +77,9 @@ class SharedParts:
         if self._grpc_reservation is not None:
             self._grpc_reservation.close()
             self._grpc_reservation = None
+        for reservation in self.classify_reservations.values():
+            reservation.close()
+        self.classify_reservations = {}
         if self.metrics_dir:
             os.environ.pop(MULTIPROCESS_DIR_ENV, None)
             shutil.rmtree(self.metrics_dir, ignore_errors=True)
@@ -123,3 +128,12 @@ class SharedParts:
             return {}
         self._grpc_reservation = bind(self.settings.serving.host, 0, reuse_port=True)  # never listening: it takes no connections
         return {"grpc_port": self._grpc_reservation.getsockname()[1]}
+
+    def _reserve_classify_ports(self) -> dict[str, Any]:
+        """Each classifier's own port, reserved here as the serving port is (never listening): a port 0 is picked once,
+        so every worker's socket binds the same one (SO_REUSEPORT)."""
+        serving = self.settings.serving
+        if not serving.classify_ports:
+            return {}
+        self.classify_reservations = bind_classify_ports(serving, reuse_port=True)
+        return {"classify_ports": {name: sock.getsockname()[1] for name, sock in self.classify_reservations.items()}}

@@ -1,8 +1,8 @@
 """`serve --workers N`: N gateway processes on one listening socket, under one supervising process.
 
-The shape is gunicorn's with reuse_port: this process reserves the port, each spawned worker listens on it
-with SO_REUSEPORT and the kernel spreads new connections over the workers' sockets; a worker that dies is
-replaced. Hand-written rather than uvicorn's own supervisor
+The shape is gunicorn's with reuse_port: this process reserves the port (and each classifier's own port),
+each spawned worker listens on it with SO_REUSEPORT and the kernel spreads new connections over the workers'
+sockets; a worker that dies is replaced. Hand-written rather than uvicorn's own supervisor
 (uvicorn.supervisors.Multiprocess) because that one runs a plain uvicorn.Server in each child, with no
 hook for the gateway's draining server, and calls a worker ready when uvicorn has started, where the
 gateway is ready only once its backend can classify.
@@ -24,7 +24,7 @@ from multiprocessing.context import SpawnProcess
 from multiprocessing.queues import Queue
 
 from ..settings import Settings
-from .gateway import bind, say_ready, say_starting, url_of
+from .gateway import bind, say_classify_ports, say_ready, say_starting, url_of
 from .shared import SharedParts
 from .worker import run_worker
 
@@ -129,6 +129,7 @@ def serve_workers(settings: Settings, workers: int) -> int:
             signal.signal(sig, supervisor.on_signal)
         supervisor.processes = [supervisor.spawn(index) for index in range(workers)]
         say_starting(settings.serving, settings.model, url)
+        say_classify_ports(shared.classify_reservations)
         log.info("supervising %d gateway workers (pids %s)", workers, ", ".join(str(p.pid) for p in supervisor.processes))
         if supervisor.wait_until_ready(started):
             supervisor.keep_alive(shared.metrics_dir)

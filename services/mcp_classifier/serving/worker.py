@@ -1,4 +1,5 @@
-"""One gateway worker of `serve --workers N`: the whole gateway on the supervisor's socket, in a spawned process.
+"""One gateway worker of `serve --workers N`: the whole gateway on the supervisor's port (and each classifier's own
+port), in a spawned process.
 
 The supervisor hands it finished settings (the shared Redis URL, the embedder address) and a queue on
 which it says when it can classify; it prints nothing of its own, so scripts read one "ready on" line.
@@ -57,11 +58,13 @@ def run_worker(settings: Settings, ready: Queue[tuple[int, int, float | None]], 
     once, so a client opening its pool (a router's keep-alive connections) could land on one worker only."""
     from ..cache.runtime import RedisRuntime
     from ..telemetry import GatewayMetrics, configure_logging
-    from .gateway import bind, run_gateway
+    from .gateway import bind, bind_classify_ports, run_gateway
 
     serving = settings.serving
     sock = bind(serving.host, serving.port, reuse_port=True)
-    sock.listen(LISTEN_BACKLOG)  # connections wait here while the app is built
+    classify_sockets = bind_classify_ports(serving, reuse_port=True)  # the supervisor picked every port: none is 0 here
+    for listening in (sock, *classify_sockets.values()):
+        listening.listen(LISTEN_BACKLOG)  # connections wait here while the app is built
     configure_logging(serving.log_level, serving.log_format, with_pid=True, progress_bars=serving.verbose)
     _stop_when_orphaned()
     metrics = GatewayMetrics()
@@ -75,5 +78,6 @@ def run_worker(settings: Settings, ready: Queue[tuple[int, int, float | None]], 
         announce=False,
         on_ready=lambda start_seconds: ready.put((index, os.getpid(), start_seconds)),
         services=[WorkerIdentity(index, workers)],
+        classify_sockets=classify_sockets,
     )
     sys.exit(code)

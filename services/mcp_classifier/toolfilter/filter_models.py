@@ -1,7 +1,8 @@
 """The tool filter's request and answer as pydantic models: one definition checks a request and writes its schema.
 
 POST /v1/tools/filter and select_tools validate their arguments with ``ToolFilterRequest``, and /openapi.json
-documents the filter's body from the same model, so the document and the check cannot drift. A refusal is a
+documents the filter's body from the same model, so the document and the check cannot drift; POST /v1/tools/feedback
+does the same with ``ToolFeedbackRequest``. A refusal is a
 ``ToolError`` with a short message of our own per field: pydantic's messages carry the caller's value, and an
 error must not echo the input (protocol/excerpts.py).
 """
@@ -15,9 +16,10 @@ from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import ErrorDetails
 
 from ..protocol.tools import ToolError
-from .tool_ranking import tool_fields
+from .tool_ranking import MAX_EXAMPLES, tool_examples
 
 DEFAULT_TOP_K = 10
+MAX_CALLED = 64  # tools one feedback may name: a response calls a few; a bound keeps one post's Redis write small
 NOT_A_REQUEST = "the body must be an object with a `tools` list (and `query` or `messages`)"
 FIELD_RULES = {
     "query": "`query` must be a string",
@@ -26,7 +28,18 @@ FIELD_RULES = {
     "threshold": "threshold must be a number from -1 to 1 (a cosine similarity)",
 }
 
-_NAMED: dict[str, Any] = {"required": ["name"], "properties": {"name": {"type": "string", "minLength": 1}}}
+_NAMED: dict[str, Any] = {
+    "required": ["name"],
+    "properties": {
+        "name": {"type": "string", "minLength": 1},
+        "examples": {
+            "type": "array",
+            "items": {"type": "string"},
+            "maxItems": MAX_EXAMPLES,
+            "description": "Example user requests for the tool, beside its description: ranked as its past requests are.",
+        },
+    },
+}
 TOOL_SCHEMA: dict[str, Any] = {
     "type": "object",
     "description": "An MCP tool {name, description, inputSchema} or an OpenAI tool {type: function, function: {...}}.",
@@ -40,7 +53,7 @@ MESSAGE_SCHEMA: dict[str, Any] = {"description": "An OpenAI or MCP chat message 
 def _named_tool(tool: dict[str, Any]) -> dict[str, Any]:
     """The check TOOL_SCHEMA describes: tool_fields finds the name in either shape."""
     try:
-        tool_fields(tool)
+        tool_examples(tool, 0)  # reads tool_fields too
     except ToolError as exc:
         raise ValueError(str(exc)) from None
     return tool
@@ -89,6 +102,32 @@ class ToolFilterAnswer(BaseModel):
     reason: str | SkipJsonSchema[None] = None  # when not: why the filter failed open
 
 
+class ToolFeedbackRequest(BaseModel):
+    """Feedback from use: the request (`query`, or `messages` whose last user message is it) and the tools the model called
+    for it, each as the filter was given it (its name and description identify it). Only a vector of the request is kept."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    query: str | None = None
+    messages: list[ChatMessage] | None = None
+    called: list[CallerTool] = Field(min_length=1, max_length=MAX_CALLED)
+
+
+class ToolFeedbackAnswer(BaseModel):
+    """stored=false with the reason when the store could not keep it (Redis unreachable): nothing was kept."""
+
+    stored: bool
+    tools: int  # distinct tools the feedback named
+    reason: str | SkipJsonSchema[None] = None
+
+
+FEEDBACK_RULES = {
+    **FIELD_RULES,
+    "called": f"`called` must be a list of 1 to {MAX_CALLED} tools the model called, each {{name, description}}",
+}
+NOT_FEEDBACK = "the body must be an object with a `called` list (and `query` or `messages`)"
+
+
 def parse_request(body: Any) -> ToolFilterRequest:
     """The body checked against ToolFilterRequest; ToolError names the first problem, in a few words."""
     try:
@@ -97,10 +136,18 @@ def parse_request(body: Any) -> ToolFilterRequest:
         raise ToolError(_message(exc.errors(include_url=False, include_input=True)[0])) from None
 
 
-def _message(error: ErrorDetails) -> str:
+def parse_feedback(body: Any) -> ToolFeedbackRequest:
+    """The body checked against ToolFeedbackRequest; ToolError names the first problem, in a few words."""
+    try:
+        return ToolFeedbackRequest.model_validate(body)
+    except ValidationError as exc:
+        raise ToolError(_message(exc.errors(include_url=False, include_input=True)[0], "called", FEEDBACK_RULES, NOT_FEEDBACK)) from None
+
+
+def _message(error: ErrorDetails, tools: str = "tools", rules: dict[str, str] = FIELD_RULES, otherwise: str = NOT_A_REQUEST) -> str:
     place = error["loc"]
-    if len(place) < 2 or place[0] != "tools":  # a field of the body, or the body itself
-        return FIELD_RULES.get(str(place[0]), NOT_A_REQUEST) if place else NOT_A_REQUEST
+    if len(place) < 2 or place[0] != tools:  # a field of the body, or the body itself
+        return rules.get(str(place[0]), otherwise) if place else otherwise
     if error["type"] == "dict_type":
         return f"a tool must be an object, got {type(error['input']).__name__}"
     cause = (error.get("ctx") or {}).get("error")

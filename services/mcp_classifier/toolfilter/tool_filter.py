@@ -3,7 +3,8 @@
 A tool's name and description are embedded as a document, the query as a query (with the model's
 instruction); the order is the cosine order, or by default the hybrid one that also weighs BM25
 over the full text with the parameters (tool_ranking.py says why), and ranks the parts of a request
-that asks for several things beside it (query_clauses.py). The threshold is on the cosine similarity,
+that asks for several things beside it (query_clauses.py). A tool's past requests (feedback from use, and
+`examples` sent with it) lift its cosine towards theirs (past_queries.py). The threshold is on the cosine similarity,
 the score every answer carries: a tool's best over the request and its parts. Whatever goes wrong (the backend is down, a timeout),
 the filter fails open: every tool comes back, flagged `filtered: false` with the reason, so a
 router never loses its tools.
@@ -19,10 +20,11 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..protocol.tools import Tool, ToolError, ToolRegistry
-from .filter_models import DEFAULT_TOP_K, parse_request
+from .filter_models import DEFAULT_TOP_K, parse_feedback, parse_request
+from .past_queries import PastQueries, PastQueryStore, lift, merged, of_examples
 from .query_clauses import request_clauses
 from .query_identifiers import keyword_query
-from .tool_ranking import LexicalIndexes, ToolRanking, hybrid_order, tool_fields, tool_texts
+from .tool_ranking import LexicalIndexes, ToolRanking, hybrid_order, tool_examples, tool_fields, tool_texts
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +46,26 @@ class Embeddings(Protocol):
     """Cached tool vectors and fresh query vectors (cache.embeddings.ToolEmbeddings in the service)."""
 
     async def documents(self, texts: Sequence[str]) -> np.ndarray: ...
+    async def examples(self, texts: Sequence[str]) -> np.ndarray: ...
     async def query(self, text: str) -> np.ndarray: ...
     async def queries(self, texts: Sequence[str]) -> np.ndarray: ...
+    async def tool_ids(self, texts: Sequence[str]) -> list[str]: ...
+
+
+DEFAULT_FEEDBACK_WEIGHT = 0.35  # settings.ToolFilterSettings.tool_feedback_weight's default, for filters built without settings
+
+
+@dataclass(frozen=True)
+class PastQueryOptions:
+    """Feedback from use and examples: where past requests are kept (None: feedback off; examples still count), and
+    how far a tool's cosine moves towards its best past request's."""
+
+    store: PastQueryStore | None = None
+    weight: float = DEFAULT_FEEDBACK_WEIGHT
+
+
+class FeedbackOff(RuntimeError):
+    """Feedback from use is off on this service (tool_feedback)."""
 
 
 @dataclass(frozen=True)
@@ -114,8 +134,10 @@ class ToolFilter:
         lexical_indexes: int = 64,
         default_threshold: float = DEFAULT_THRESHOLD,
         query_clauses: bool = True,
+        past_queries: PastQueryOptions = PastQueryOptions(),
     ) -> None:
         self.embeddings = embeddings
+        self.past_queries = past_queries
         self.max_text_length = max_text_length
         self.max_tools = max_tools
         self.ranking = ranking
@@ -129,26 +151,63 @@ class ToolFilter:
         if len(tools) > self.max_tools:
             raise ToolError(f"{len(tools)} tools: at most {self.max_tools} per call")
         texts = [tool_texts(tool, self.max_text_length) for tool in tools]  # ToolError on a malformed tool
+        examples = [tool_examples(tool, self.max_text_length) for tool in tools]
         if not tools:
             return Selection([], [], 0, True)
         hybrid = self.ranking == "hybrid"
         request = query[: self.max_text_length]
         parts = [request, *request_clauses(request)] if hybrid and self.query_clauses else [request]
+        summaries = [summary for summary, _ in texts]
         try:
-            documents = await self.embeddings.documents([summary for summary, _ in texts])
+            documents = await self.embeddings.documents(summaries)
             query_vectors = await self.embeddings.queries(parts)
+            past = merged(await self._kept_feedback(summaries), await self._examples(examples))
         except Exception as exc:  # noqa: BLE001 - fail open on any failure: the router keeps every tool
             log.warning("tool filter failed open for %d tools: %s", len(tools), exc)
             return Selection(list(range(len(tools))), [], len(tools), False, f"{type(exc).__name__}: {exc}")
         cosines = query_vectors @ documents.T  # rows: the request, then its parts
+        lifted = lift(cosines, query_vectors, past, self.past_queries.weight) if past is not None else None
+        served = cosines if lifted is None else lifted  # the scores and the threshold: as past requests lifted them
         if hybrid:
             lexical = np.vstack([self.lexical.scores([full for _, full in texts], keyword_query(part)) for part in parts])
-            order = hybrid_order(cosines, lexical, self.lexical_weight)
+            order = hybrid_order(cosines, lexical, self.lexical_weight, lifted)
         else:
-            order = sorted(range(len(tools)), key=lambda i: (-float(cosines[0, i]), i))  # stable on ties
-        scores = cosines.max(axis=0)  # a tool's cosine to the request, or to the part of it that it serves
+            order = sorted(range(len(tools)), key=lambda i: (-float(served[0, i]), i))  # stable on ties
+        scores = served.max(axis=0)  # a tool's cosine to the request, or to the part of it that it serves
         kept = [i for i in order if scores[i] >= threshold][:top_k]
         return Selection(kept, [float(scores[i]) for i in kept], len(tools), True)
+
+    async def _kept_feedback(self, summaries: Sequence[str]) -> PastQueries | None:
+        """The past requests kept for these tools; None with feedback off, and when the store fails (ranked as without)."""
+        store = self.past_queries.store
+        if store is None:
+            return None
+        try:
+            found = await store.past(await self.embeddings.tool_ids(summaries))
+        except Exception as exc:  # noqa: BLE001 - history is a bonus: without it the filter still ranks
+            log.warning("tool feedback unreadable, ranking without it: %s", exc)
+            return None
+        return PastQueries(*found) if found is not None else None
+
+    async def _examples(self, examples: Sequence[Sequence[str]]) -> PastQueries | None:
+        """The examples sent with the tools, as past requests (embedded as queries, cached like tool texts)."""
+        flat = [text for texts in examples for text in texts]
+        return of_examples(examples, await self.embeddings.examples(flat)) if flat else None
+
+    async def record_feedback(self, arguments: Any) -> tuple[bool, int]:
+        """POST /v1/tools/feedback: keep the request's vector (the one select ranks with) for each tool called.
+
+        (kept, distinct tools named). ToolError for bad input, FeedbackOff when feedback is off; a backend failure
+        to embed the request raises as the backend raised it.
+        """
+        store = self.past_queries.store
+        if store is None:
+            raise FeedbackOff("feedback from use is off on this service (tool_feedback)")
+        asked = parse_feedback(arguments)
+        request = query_from(asked.query, asked.messages)[: self.max_text_length]  # as select truncates it
+        tool_ids = list(dict.fromkeys(await self.embeddings.tool_ids([tool_texts(t, self.max_text_length)[0] for t in asked.called])))
+        (vector,) = await self.embeddings.queries([request])
+        return await store.record(tool_ids, vector), len(tool_ids)
 
 
 def select_tools_schema(max_tools: int, default_threshold: float = DEFAULT_THRESHOLD) -> dict[str, Any]:
@@ -160,7 +219,8 @@ def select_tools_schema(max_tools: int, default_threshold: float = DEFAULT_THRES
             "tools": {
                 "type": "array",
                 "maxItems": max_tools,
-                "description": "MCP tools ({name, description, inputSchema}) or OpenAI tools ({type: function, function: {...}}).",
+                "description": "MCP tools ({name, description, inputSchema}) or OpenAI tools ({type: function, function: {...}}); "
+                "each may carry `examples`, example user requests ranked as its past requests are.",
             },
             "top_k": {"type": "integer", "minimum": 1, "default": DEFAULT_TOP_K},
             "threshold": {"type": "number", "minimum": -1, "maximum": 1, "default": default_threshold},

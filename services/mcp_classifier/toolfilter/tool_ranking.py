@@ -17,7 +17,7 @@ from typing import Any, Literal
 import numpy as np
 from rank_bm25 import BM25Okapi
 
-from ..classify.lexical import bm25_index, words, zscores
+from ..classify.lexical import bm25_index, words, zscores, zscores_like
 from ..protocol.tools import ToolError
 from .tool_actions import action_words
 
@@ -68,6 +68,23 @@ def tool_texts(tool: dict[str, Any], max_chars: int, with_action_words: bool = T
     return summary[:max_chars], f"{keyword_text}. Parameters: {'; '.join(described)}"[:max_chars]
 
 
+MAX_EXAMPLES = 32  # example requests one tool may carry: enough to cover its uses, bounded per request
+
+
+def tool_examples(tool: dict[str, Any], max_chars: int) -> list[str]:
+    """The example requests a tool carries (`examples`, beside its description), blank ones left out; ToolError if malformed.
+
+    They stand for past requests of a tool with no history yet (past_queries): embedded as queries, never as
+    its description, and never matched by BM25.
+    """
+    examples = tool_fields(tool).get("examples")
+    if examples is None:
+        return []
+    if not isinstance(examples, list) or len(examples) > MAX_EXAMPLES or not all(isinstance(e, str) for e in examples):
+        raise ToolError(f"a tool's `examples` must be a list of at most {MAX_EXAMPLES} strings")
+    return [example[:max_chars] for example in examples if example.strip()]
+
+
 def tool_summary(tool: dict[str, Any], max_chars: int) -> str:
     return tool_texts(tool, max_chars)[0]
 
@@ -76,9 +93,14 @@ def tool_text(tool: dict[str, Any], max_chars: int) -> str:
     return tool_texts(tool, max_chars)[1]
 
 
-def fuse(cosines: np.ndarray, lexical: np.ndarray, lexical_weight: float) -> np.ndarray:
-    """The hybrid order's key: (1 - w)·z(cosine) + w·z(BM25), row by row."""
-    return (1.0 - lexical_weight) * zscores(cosines) + lexical_weight * zscores(lexical)
+def fuse(cosines: np.ndarray, lexical: np.ndarray, lexical_weight: float, lifted: np.ndarray | None = None) -> np.ndarray:
+    """The hybrid order's key: (1 - w)·z(cosine) + w·z(BM25), row by row.
+
+    ``lifted``: the cosines as the tools' past requests lifted them (past_queries), put in the plain cosines' z units,
+    so a tool without history keeps exactly its key and only the lifted tools move.
+    """
+    semantic = zscores(cosines) if lifted is None else zscores_like(lifted, cosines)
+    return (1.0 - lexical_weight) * semantic + lexical_weight * zscores(lexical)
 
 
 WHOLE_REQUEST_LEAD = 2  # the whole request's first choices that no part's ranking may push down
@@ -106,9 +128,10 @@ def interleave(orders: Sequence[Sequence[int]], lead: int = WHOLE_REQUEST_LEAD) 
     return list(merged)
 
 
-def hybrid_order(cosines: np.ndarray, lexical: np.ndarray, lexical_weight: float) -> list[int]:
-    """Tool indices best first. Rows: the whole request, then its parts (query_clauses); one column per tool."""
-    fused = fuse(cosines, lexical, lexical_weight)
+def hybrid_order(cosines: np.ndarray, lexical: np.ndarray, lexical_weight: float, lifted: np.ndarray | None = None) -> list[int]:
+    """Tool indices best first. Rows: the whole request, then its parts (query_clauses); one column per tool.
+    ``lifted``: the cosines with the past requests' lift (fuse)."""
+    fused = fuse(cosines, lexical, lexical_weight, lifted)
     return interleave([np.argsort(-row, kind="stable").tolist() for row in fused])
 
 

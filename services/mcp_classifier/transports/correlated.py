@@ -16,9 +16,10 @@ from ..protocol.correlation import DoorObserver
 
 UNLOGGED_PATHS = frozenset({"/health", "/ready", "/metrics", "/openapi.json", "/sse", "/ws"})
 TOOL_FILTER_PATH = "/v1/tools/filter"
+TOOL_FEEDBACK_PATH = "/v1/tools/feedback"  # the tool filter's door too
 OPENAI_DOOR_PATHS = ("/v1/embeddings", "/v1/models")  # the OpenAI-compatible routes (transports.openai_embeddings)
 DOOR_OF_PATH = {"/mcp": "http", "/messages": "sse", TOOL_FILTER_PATH: "tool_filter", "/classify": "classify"}  # and /mcp/<method>: rest
-DOOR_OF_PATH.update(dict.fromkeys(OPENAI_DOOR_PATHS, "openai"))
+DOOR_OF_PATH.update({TOOL_FEEDBACK_PATH: "tool_filter", **dict.fromkeys(OPENAI_DOOR_PATHS, "openai")})
 
 
 def door_of(path: str) -> str:

@@ -1,4 +1,5 @@
-"""FastAPI app factory: POST /mcp (JSON-RPC), POST /mcp/<method> (REST style), the tool filter, health, readiness, metrics, /openapi.json."""
+"""FastAPI app factory: POST /mcp (JSON-RPC), POST /mcp/<method> (REST style), the tool filter and its feedback, health,
+readiness, metrics, /openapi.json."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ from .openai_embeddings import OPENAI_PATHS, EmbeddingsOptions, add_openai_route
 from .route_labels import OPENAPI_PATH, REST_METHODS, route_label
 from .router_classify import RouterClassifyLimits, add_router_classify_route
 from .sse import SseSessions, add_sse_routes
+from .tool_feedback import add_tool_feedback_route
 from .websocket import add_websocket_route
 
 log = logging.getLogger(__name__)
@@ -154,6 +156,7 @@ def create_app(parts: HttpDoorParts) -> FastAPI:
     _add_mcp_routes(app, parts)
     if parts.tool_filter is not None:
         _add_tool_filter_route(app, parts.tool_filter, parts.max_body_bytes, parts.metrics)
+        add_tool_feedback_route(app, parts.tool_filter, parts.max_body_bytes, parts.metrics)
     add_router_classify_route(
         app, parts.backend, parts.metrics, RouterClassifyLimits(parts.max_body_bytes, parts.max_text_length, parts.max_batch_texts)
     )

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..toolfilter.filter_models import ToolFilterAnswer, ToolFilterRequest
+from ..toolfilter.filter_models import ToolFeedbackAnswer, ToolFeedbackRequest, ToolFilterAnswer, ToolFilterRequest
 from .wire_models import ErrorBody, HealthAnswer, JsonRpcAnswer, JsonRpcMessage, LabelScore, ReadyAnswer, RouterClassifyRequest
 
 JSON = "application/json"
@@ -125,6 +125,17 @@ TOOL_FILTER: dict[str, Any] = {
         400,
         413,
     ),
+}
+
+TOOL_FEEDBACK: dict[str, Any] = {
+    "summary": "Feedback from use: the tools the model called for a request; the filter keeps a vector of the request per tool",
+    "description": "Only the request's query vector is kept (never its text), per tool, at most tool_feedback_max_vectors, "
+    "for tool_feedback_ttl_s, in Redis shared by every gateway. Later requests like this one rank these tools higher.",
+    "requestBody": _body(schema_of(ToolFeedbackRequest)),
+    "responses": {
+        **_answers(_json("Kept; or stored=false with the reason, nothing kept.", schema_of(ToolFeedbackAnswer)), 400, 413, 503, 504),
+        "404": _error("Feedback from use is off on this service (tool_feedback)."),
+    },
 }
 
 SSE_STREAM: dict[str, Any] = {

@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
-from .correlated import OPENAI_DOOR_PATHS, TOOL_FILTER_PATH
+from .correlated import OPENAI_DOOR_PATHS, TOOL_FEEDBACK_PATH, TOOL_FILTER_PATH
 
 OPENAPI_PATH = "/openapi.json"
 NAMED_CLASSIFY_LABEL = "/classifiers/{name}/classify"
 REST_METHODS = frozenset({"initialize", "tools/list", "tools/call", "resources/list", "prompts/list", "ping"})
 _KNOWN_PATHS = frozenset(
-    {"/mcp", "/health", "/ready", "/metrics", "/ws", "/sse", "/messages", TOOL_FILTER_PATH, OPENAPI_PATH, "/classify", *OPENAI_DOOR_PATHS}
+    {
+        "/mcp",
+        "/health",
+        "/ready",
+        "/metrics",
+        "/ws",
+        "/sse",
+        "/messages",
+        TOOL_FILTER_PATH,
+        TOOL_FEEDBACK_PATH,
+        OPENAPI_PATH,
+        "/classify",
+        *OPENAI_DOOR_PATHS,
+    }
 )
 
 
