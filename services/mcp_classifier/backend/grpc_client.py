@@ -27,6 +27,7 @@ from ..classify.registry import DEFAULT, UnknownClassifier
 from ..classify.results import ClassificationResult, ClassifierInfo
 from .base import BackendError, BackendHealth, BackendOverloaded, BackendTimeout, BackendUnavailable, EmbeddingKind
 from .coalescer import BatchingOptions, RequestCoalescer
+from .embed_batching import SmallEmbeddingBatcher
 from .replica_pool import Replica, ReplicaPool
 
 log = logging.getLogger(__name__)
@@ -120,6 +121,7 @@ class GrpcBackend:
         self._info: tuple[float, dict[str, ClassifierInfo]] | None = None  # (when, each classifier's info, default first)
         self._ready: tuple[float, bool, str | None] = (0.0, False, NOT_PROBED)  # (when, verdict, why not)
         self._coalescer = RequestCoalescer.from_options(self._predict_batch, batching, request_timeout_s=timeout_s)
+        self._small_embeddings = SmallEmbeddingBatcher(self._embed_call, batching, request_timeout_s=timeout_s)  # one Embed RPC
 
     @property
     def batching(self) -> RequestCoalescer[tuple[str, str], ClassificationResult]:
@@ -134,12 +136,14 @@ class GrpcBackend:
         if self._replicas is not None:
             self._follower = asyncio.create_task(self._follow_replicas(), name="grpc-replica-follower")
         self._coalescer.start()
+        self._small_embeddings.start()
 
     async def close(self) -> None:
         if self._follower is not None:
             self._follower.cancel()
             await asyncio.gather(self._follower, return_exceptions=True)
         await self._coalescer.close()
+        await self._small_embeddings.close()
         await self._pool.close()
 
     @property
@@ -198,9 +202,15 @@ class GrpcBackend:
         return await self._coalescer.submit([(classifier, text) for text in texts])
 
     async def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> np.ndarray:
-        """One Embed RPC for the whole list (the replica runs it as one model call)."""
+        """A few texts join other callers' in one Embed RPC (embed_batching); a long list is one RPC of its own. The
+        replica runs each RPC as one model call."""
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
+        if self._small_embeddings.takes(texts):
+            return await self._small_embeddings.embed(texts, kind)
+        return await self._embed_call(list(texts), kind)
+
+    async def _embed_call(self, texts: list[str], kind: EmbeddingKind) -> np.ndarray:
         request = pb.EmbedRequest(texts=list(texts), kind=pb.EmbedRequest.DOCUMENT if kind == "document" else pb.EmbedRequest.QUERY)
         with tracer.start_as_current_span("gateway embed call") as span:
             span.set_attribute("mcp_classifier.texts", len(texts))

@@ -12,6 +12,7 @@ from ..classify.registry import DEFAULT, UnknownClassifier
 from ..classify.results import ClassificationResult
 from .base import BackendHealth, BackendTimeout, BackendUnavailable, EmbeddingKind
 from .coalescer import BatchingOptions, RequestCoalescer
+from .embed_batching import SmallEmbeddingBatcher
 from .model_worker import ModelWorker
 
 NOT_LOADED = "the in-process classifier is not loaded yet"
@@ -34,19 +35,7 @@ class LocalBatchingBackend:
         self._timeout_s = request_timeout_s
         self._started = False
         self._coalescer = RequestCoalescer.from_options(self._predict_batch, batching, request_timeout_s=request_timeout_s)
-        # Embedding requests of a few texts (/v1/embeddings from many clients, a router's query) share model calls as
-        # classifications do; a long list (a tool list) is its own batch already and goes straight to the model.
-        self._embed_batch_limit = batching.batch_size
-        self._embed_coalescer: RequestCoalescer[tuple[EmbeddingKind, str], np.ndarray] = RequestCoalescer(
-            self._embed_batch,
-            batch_size=batching.batch_size,
-            batch_window_ms=batching.batch_window_ms,
-            max_queue=batching.max_queue,
-            request_timeout_s=request_timeout_s,
-            max_concurrent_batches=batching.max_concurrent_batches,
-            regroup_wait=batching.batch_regroup_wait,
-            work="embedding",
-        )
+        self._small_embeddings = SmallEmbeddingBatcher(self._embed_whole, batching, request_timeout_s=request_timeout_s)
 
     @property
     def batches_run(self) -> int:
@@ -61,11 +50,11 @@ class LocalBatchingBackend:
         await self.worker.start()
         self._started = True
         self._coalescer.start()
-        self._embed_coalescer.start()
+        self._small_embeddings.start()
 
     async def close(self) -> None:
         await self._coalescer.close()
-        await self._embed_coalescer.close()
+        await self._small_embeddings.close()
         self.worker.close()
 
     async def reload_categories(self) -> bool:
@@ -80,14 +69,17 @@ class LocalBatchingBackend:
         return BackendHealth(ready=self._coalescer.running, info=infos[DEFAULT], classifiers=infos)
 
     async def embed(self, texts: Sequence[str], kind: EmbeddingKind) -> np.ndarray:
-        """Unit vectors, bounded by the request timeout: a few texts join other callers' in one model call, a long
-        list is one model call of its own."""
+        """Unit vectors, bounded by the request timeout: a few texts join other callers' in one model call
+        (embed_batching), a long list is one model call of its own."""
         if not self._started:
             raise BackendUnavailable(NOT_LOADED)
-        if 0 < len(texts) <= self._embed_batch_limit:
-            return np.stack(await self._embed_coalescer.submit([(kind, text) for text in texts]))
+        if self._small_embeddings.takes(texts):
+            return await self._small_embeddings.embed(texts, kind)
+        return await self._embed_whole(list(texts), kind)
+
+    async def _embed_whole(self, texts: list[str], kind: EmbeddingKind) -> np.ndarray:
         try:
-            return await asyncio.wait_for(self.worker.embed(list(texts), kind), self._timeout_s)
+            return await asyncio.wait_for(self.worker.embed(texts, kind), self._timeout_s)
         except TimeoutError:
             raise BackendTimeout(f"embedding {len(texts)} texts took longer than {self._timeout_s:g} s") from None
 
@@ -97,16 +89,6 @@ class LocalBatchingBackend:
         if not texts:
             return []
         return await self._coalescer.submit([(classifier, text) for text in texts])
-
-    async def _embed_batch(self, asked: list[tuple[EmbeddingKind, str]], _: list[otel_context.Context]) -> list[np.ndarray]:
-        """One model call per kind in the batch (queries carry the instruction, documents not), rows in asked order."""
-        rows: list[np.ndarray] = [np.empty(0, dtype=np.float32)] * len(asked)
-        for kind in dict.fromkeys(k for k, _ in asked):
-            where = [i for i, (k, _) in enumerate(asked) if k == kind]
-            vectors = await self.worker.embed([asked[i][1] for i in where], kind)
-            for i, vector in zip(where, vectors):
-                rows[i] = vector
-        return rows
 
     async def _predict_batch(self, asked: list[tuple[str, str]], _: list[otel_context.Context]) -> list[ClassificationResult]:
         return await self.worker.classify(asked)
