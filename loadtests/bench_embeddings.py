@@ -120,7 +120,10 @@ class WaitVariant:
         return self.policy if self.spincount is None else f"spin {self.spincount}"
 
     def serve_flags(self) -> list[str]:
-        return ["--omp-wait-policy", self.policy]
+        """The CLI sets GOMP_SPINCOUNT from --omp-spin-count before torch loads: a passive variant names its spin (0: sleep
+        at once), or the server's default spin would stand in for it."""
+        spin = ["--omp-spin-count", str(self.spincount or 0)] if self.policy == "passive" else []
+        return ["--omp-wait-policy", self.policy, *spin]
 
     def env(self) -> dict[str, str]:
         """Added to the server's environment: libgomp reads GOMP_SPINCOUNT when torch loads it."""
@@ -128,7 +131,8 @@ class WaitVariant:
 
     def child_env(self) -> dict[str, str]:
         """A floor child's: the policy as the CLI would set it, and the spin."""
-        return {OMP_WAIT_POLICY_ENV: self.policy.upper(), **self.env()}
+        spin = {SPINCOUNT_ENV: str(self.spincount or 0)} if self.policy == "passive" else {}
+        return {OMP_WAIT_POLICY_ENV: self.policy.upper(), **spin}
 
 
 def libgomp_seen(text: str) -> str:

@@ -29,7 +29,7 @@ import orjson
 from loadtests.harness.queries import TEXTS
 from loadtests.harness.tables import fmt
 from mcp_classifier.settings import ModelSettings, Settings
-from mcp_classifier.util.omp import OMP_WAIT_POLICY_ENV, OmpWaitPolicy
+from mcp_classifier.util.omp import OMP_SPIN_COUNT_ENV, OMP_WAIT_POLICY_ENV, OmpWaitPolicy
 
 POLICIES: tuple[OmpWaitPolicy, ...] = ("active", "passive")
 SPIN = "while True: pass"
@@ -71,7 +71,8 @@ def measure_child(model: str, texts: Sequence[str], rounds: int) -> dict[str, ob
 
 
 def run_child(host: str, policy: OmpWaitPolicy, args: argparse.Namespace) -> Row:
-    env = {**os.environ, OMP_WAIT_POLICY_ENV: policy.upper()}
+    # The policy alone, as this bench compares it: a spin count inherited from the caller would blur the passive row.
+    env = {**{k: v for k, v in os.environ.items() if k != OMP_SPIN_COUNT_ENV}, OMP_WAIT_POLICY_ENV: policy.upper()}
     command = [sys.executable, "-m", "loadtests.bench_omp_wait", "--child", "--texts", str(args.texts)]
     command += ["--rounds", str(args.rounds), "--model", args.model]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, check=False)

@@ -26,7 +26,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 # The tests' in-process model work waits for its threads as the product does (the CLI sets it for its processes).
-apply_omp_wait_policy(settings_fields()["omp_wait_policy"].default)
+apply_omp_wait_policy(settings_fields()["omp_wait_policy"].default, settings_fields()["omp_spin_count"].default)
 
 
 @pytest.fixture(scope="session")

@@ -438,7 +438,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"mcp-classifier: invalid settings:\n{exc}", file=sys.stderr)
         return 2
     configure_logging(console_log_level(args.command, settings), settings.serving.log_format, progress_bars=settings.serving.verbose)
-    apply_omp_wait_policy(settings.engine.omp_wait_policy)  # before anything imports torch
+    apply_omp_wait_policy(settings.engine.omp_wait_policy, settings.engine.omp_spin_count)  # before anything imports torch
     from .classify.categories import CategoryFileError
     from .engine.errors import ModelLoadError
 

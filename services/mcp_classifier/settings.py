@@ -594,6 +594,13 @@ class EngineSettings(SettingsGroupModel):
         "processes keep the cores busy (docs/decisions/0039-omp-wait-policy.md). Reaches the Ray replicas through the "
         "Serve config.",
     )
+    omp_spin_count: int = Field(
+        30000,
+        ge=0,
+        description="With omp_wait_policy passive: how long a torch CPU thread spins for the others before it sleeps, in "
+        "libgomp's rounds (sets GOMP_SPINCOUNT; about a third of a millisecond). It wins back a lone request's speed on idle "
+        "cores and still gives busy cores back (docs/decisions/0042-omp-spin-count.md); 0 sleeps at once.",
+    )
     torch_threads: int = Field(
         0,
         ge=0,

@@ -47,9 +47,12 @@ def row(
 def test_a_variant_names_its_policy_flag_and_its_spin() -> None:
     assert parse_variant("passive") == WaitVariant("passive")
     assert parse_variant("active").serve_flags() == ["--omp-wait-policy", "active"]
+    assert parse_variant("passive").serve_flags() == ["--omp-wait-policy", "passive", "--omp-spin-count", "0"]
+    assert parse_variant("passive").child_env() == {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "0"}
     spin = parse_variant("spin:100k")
     assert spin == WaitVariant("passive", 100_000) and spin.name == "spin 100000"
     assert spin.env() == {"GOMP_SPINCOUNT": "100000"}
+    assert spin.serve_flags() == ["--omp-wait-policy", "passive", "--omp-spin-count", "100000"]
     assert spin.child_env() == {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "100000"}
     assert parse_variant("spin:2M").spincount == 2_000_000 and WaitVariant("active").env() == {}
     for bad in ("spin", "spin:", "spin:ten", "spinning:10", "lazy"):

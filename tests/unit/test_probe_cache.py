@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mcp_classifier.engine.probe_cache import MAX_PROBE_FILES, ProbeCache, ProbeResults, device_identity
-from mcp_classifier.util.omp import OMP_WAIT_POLICY_ENV
+from mcp_classifier.util.omp import OMP_SPIN_COUNT_ENV, OMP_WAIT_POLICY_ENV
 
 RESULTS = ProbeResults(packing_agrees=True, speed_ups={"fp16 weights": 37, "fused norms": 0})
 
@@ -53,7 +53,11 @@ def test_the_cpu_identity_names_the_processor_the_threads_and_how_they_wait(monk
     import torch
 
     monkeypatch.setenv(OMP_WAIT_POLICY_ENV, "PASSIVE")
+    monkeypatch.delenv(OMP_SPIN_COUNT_ENV, raising=False)
     identity = device_identity(torch.device("cpu"))
     assert identity.startswith("cpu:") and identity.endswith(f"threads={torch.get_num_threads()}:wait=passive")
+    monkeypatch.setenv(OMP_SPIN_COUNT_ENV, "30000")
+    spinning = device_identity(torch.device("cpu"))
+    assert spinning.endswith("wait=passive+spin30000")  # a bounded spin moves a forward's cost as the policy does
     monkeypatch.setenv(OMP_WAIT_POLICY_ENV, "ACTIVE")
-    assert device_identity(torch.device("cpu")) != identity  # probes measured under one wait are not reused under the other
+    assert device_identity(torch.device("cpu")) not in (identity, spinning)  # probes measured under one wait are not reused under another

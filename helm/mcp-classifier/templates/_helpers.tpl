@@ -583,7 +583,7 @@ tests/test_helm_chart.py renders this and compares it with `mcp-classifier serve
       "name" .Values.serve.appName
       "route_prefix" (printf "/%s" .Values.serve.appName)
       "import_path" "mcp_classifier.embedder.deployment:build_app"
-      "runtime_env" (dict "env_vars" (dict "OMP_WAIT_POLICY" (upper $e.ompWaitPolicy)))
+      "runtime_env" (dict "env_vars" (include "mcp-classifier.ompEnv" $e | fromYaml))
       "args" (dict "settings" $settings)
       "deployments" (list $deployment) -}}
 {{- $config := dict
@@ -611,3 +611,11 @@ tests/test_helm_chart.py renders this and compares it with `mcp-classifier serve
 {{- max 1 (min (div (add $milli 999) 1000) (int $g.maxWorkers)) -}}
 {{- end -}}
 {{- end -}}
+
+{{/* How the replicas' torch threads wait (util/omp.py omp_env): the policy, and a passive thread's bounded spin. */}}
+{{- define "mcp-classifier.ompEnv" -}}
+OMP_WAIT_POLICY: {{ upper .ompWaitPolicy | quote }}
+{{- if eq .ompWaitPolicy "passive" }}
+GOMP_SPINCOUNT: {{ int .ompSpinCount | toString | quote }}
+{{- end }}
+{{- end }}

@@ -254,7 +254,7 @@ def start_local_serve(settings: Settings) -> int:
     os.environ[DIRECT_INGRESS_DRAIN_ENV] = f"{2 * cluster.replica_refresh_s:g}"
     os.environ.setdefault(PROXY_READY_CHECK_ENV, f"{PROXY_READY_CHECK_S:g}")
     os.environ[WORKER_NICENESS_ENV] = str(cluster.ray_worker_niceness)
-    apply_omp_wait_policy(settings.engine.omp_wait_policy)  # the replicas' torch threads
+    apply_omp_wait_policy(settings.engine.omp_wait_policy, settings.engine.omp_spin_count)  # the replicas' torch threads
     if cluster.ray_direct_ingress:  # the replicas' own ports: a block no other node on this host uses (ingress_ports)
         os.environ.update(node_port_env(cluster.max_replicas, bindable_everywhere, os.environ))
     # A gateway on loopback keeps the node there too: otherwise the replicas answer anyone who reaches

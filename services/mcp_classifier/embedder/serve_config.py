@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ..settings import BatchingSettings, RaySettings, Settings, settings_fields
-from ..util.omp import OMP_WAIT_POLICY_ENV
+from ..util.omp import omp_env
 
 SERVICER_FUNCTION = "mcp_classifier.api.v1.classifier_pb2_grpc.add_ClassifierServicer_to_server"
 IMPORT_PATH = "mcp_classifier.embedder.deployment:build_app"
@@ -105,7 +105,7 @@ def serve_config(settings: Settings) -> dict[str, Any]:
                 "route_prefix": route_prefix(settings.ray),
                 "import_path": IMPORT_PATH,
                 # The replicas import torch in Ray's workers, whose environment the cluster gives them.
-                "runtime_env": {"env_vars": {OMP_WAIT_POLICY_ENV: settings.engine.omp_wait_policy.upper()}},
+                "runtime_env": {"env_vars": omp_env(settings.engine.omp_wait_policy, settings.engine.omp_spin_count)},
                 "args": {"settings": replica_settings(settings)},
                 "deployments": [deployment_options(settings.ray, settings.batching)],
             }

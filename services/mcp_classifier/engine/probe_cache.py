@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from ..util.omp import OMP_WAIT_POLICY_ENV
+from ..util.omp import OMP_SPIN_COUNT_ENV, OMP_WAIT_POLICY_ENV
 from .signature import prune_least_recent
 
 log = logging.getLogger(__name__)
@@ -56,6 +56,8 @@ def device_identity(device: torch.device) -> str:
     if device.type == "cuda":
         return f"cuda:{torch.cuda.get_device_name(device)}"
     wait = os.environ.get(OMP_WAIT_POLICY_ENV, "default").lower()
+    if OMP_SPIN_COUNT_ENV in os.environ:
+        wait += f"+spin{os.environ[OMP_SPIN_COUNT_ENV]}"
     return f"{device.type}:{processor_name()}:threads={torch.get_num_threads()}:wait={wait}"
 
 

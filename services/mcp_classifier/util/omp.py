@@ -5,6 +5,10 @@ spin for the others. Where the model's threads share the cores with other busy p
 replica beside the gateway, several model processes), the thread spun for is often not running, and every
 layer waits out a scheduler slice: beside two busy processes on 2 cores a MiniLM forward took 25 times as
 long (docs/decisions/0039-omp-wait-policy.md). Passive threads sleep at once and give the core back.
+
+Sleeping at once costs a lone forward on idle cores about twice its time (each layer's threads are woken from
+sleep). A short bounded spin first (libgomp's GOMP_SPINCOUNT, in rounds) wins that back where the cores are idle
+and gives them up within a fraction of a millisecond where they are not (docs/decisions/0042-omp-spin-count.md).
 """
 
 from __future__ import annotations
@@ -13,12 +17,23 @@ import os
 from typing import Literal
 
 OMP_WAIT_POLICY_ENV = "OMP_WAIT_POLICY"
+OMP_SPIN_COUNT_ENV = "GOMP_SPINCOUNT"
 OmpWaitPolicy = Literal["passive", "active"]
 
 
-def apply_omp_wait_policy(policy: OmpWaitPolicy) -> None:
-    """Sets the policy for torch in this process and every process it starts (model processes, Ray workers).
+def omp_env(policy: OmpWaitPolicy, spin_count: int) -> dict[str, str]:
+    """The environment that sets how torch's threads wait: the policy, and a passive thread's spin before it sleeps
+    (an active one spins without bound, so the count is left to libgomp there)."""
+    env = {OMP_WAIT_POLICY_ENV: policy.upper()}
+    if policy == "passive":
+        env[OMP_SPIN_COUNT_ENV] = str(spin_count)
+    return env
 
-    A process that has already imported torch keeps the policy it loaded with; the processes it starts get
+
+def apply_omp_wait_policy(policy: OmpWaitPolicy, spin_count: int) -> None:
+    """Sets the wait for torch in this process and every process it starts (model processes, Ray workers).
+
+    A process that has already imported torch keeps the wait it loaded with; the processes it starts get
     this one."""
-    os.environ[OMP_WAIT_POLICY_ENV] = policy.upper()
+    os.environ.pop(OMP_SPIN_COUNT_ENV, None)  # one left from elsewhere would bound an active wait
+    os.environ.update(omp_env(policy, spin_count))
