@@ -151,6 +151,15 @@ def weight_table(rss: dict[str, float], categories: int, examples: int, added_mb
     return "\n".join(lines) + "\n\n" + verdict, ok
 
 
+def replica_native_env() -> dict[str, str]:
+    """What a replica's torch loads under (the CLI and the Serve config set it): the default wait and MKL's buffers."""
+    from mcp_classifier.settings import Settings
+    from mcp_classifier.util.omp import omp_env
+
+    engine = Settings().engine
+    return omp_env(engine.omp_wait_policy, engine.omp_spin_count)
+
+
 def _weigh_in_child(categories: int, examples: int) -> dict[str, float]:
     """A fresh process, so what the latency server or an earlier build left in this one is not counted."""
     done = subprocess.run(
@@ -166,7 +175,7 @@ def _weigh_in_child(categories: int, examples: int) -> dict[str, float]:
         ],
         capture_output=True,
         text=True,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        env={**os.environ, **replica_native_env(), "HF_HUB_OFFLINE": "1"},
         check=False,
     )
     if done.returncode != 0:

@@ -12,7 +12,7 @@ import yaml
 from mcp_classifier.cli import main
 from mcp_classifier.embedder.serve_config import serve_config
 from mcp_classifier.settings import Settings
-from mcp_classifier.util.omp import OMP_SPIN_COUNT_ENV, OMP_WAIT_POLICY_ENV
+from mcp_classifier.util.omp import MKL_FAST_MM_ENV, OMP_SPIN_COUNT_ENV, OMP_WAIT_POLICY_ENV
 
 
 def replica_env(settings: Settings) -> dict[str, str]:
@@ -22,9 +22,10 @@ def replica_env(settings: Settings) -> dict[str, str]:
 
 
 def test_the_replicas_wait_passively_after_a_bounded_spin_unless_told_otherwise() -> None:
-    assert replica_env(Settings()) == {OMP_WAIT_POLICY_ENV: "PASSIVE", OMP_SPIN_COUNT_ENV: "30000"}
-    assert replica_env(Settings(omp_spin_count=0)) == {OMP_WAIT_POLICY_ENV: "PASSIVE", OMP_SPIN_COUNT_ENV: "0"}
-    assert replica_env(Settings(omp_wait_policy="active")) == {OMP_WAIT_POLICY_ENV: "ACTIVE"}  # an active wait is unbounded
+    mkl = {MKL_FAST_MM_ENV: "1"}  # MKL's buffers given back, whatever the wait
+    assert replica_env(Settings()) == {OMP_WAIT_POLICY_ENV: "PASSIVE", OMP_SPIN_COUNT_ENV: "30000", **mkl}
+    assert replica_env(Settings(omp_spin_count=0)) == {OMP_WAIT_POLICY_ENV: "PASSIVE", OMP_SPIN_COUNT_ENV: "0", **mkl}
+    assert replica_env(Settings(omp_wait_policy="active")) == {OMP_WAIT_POLICY_ENV: "ACTIVE", **mkl}  # an active wait is unbounded
 
 
 @pytest.mark.parametrize(
@@ -42,7 +43,8 @@ def test_the_cli_sets_the_policy_for_every_process_it_starts(
     spin = {OMP_SPIN_COUNT_ENV: "30000"} if expected == "PASSIVE" else {}
     assert os.environ[OMP_WAIT_POLICY_ENV] == expected and os.environ.get(OMP_SPIN_COUNT_ENV) == spin.get(OMP_SPIN_COUNT_ENV)
     printed = yaml.safe_load(capsys.readouterr().out)
-    assert printed["applications"][0]["runtime_env"]["env_vars"] == {OMP_WAIT_POLICY_ENV: expected, **spin}
+    assert printed["applications"][0]["runtime_env"]["env_vars"] == {OMP_WAIT_POLICY_ENV: expected, **spin, MKL_FAST_MM_ENV: "1"}
+    assert os.environ[MKL_FAST_MM_ENV] == "1"
 
 
 def test_an_unknown_policy_is_refused_with_the_choices() -> None:

@@ -612,9 +612,10 @@ tests/test_helm_chart.py renders this and compares it with `mcp-classifier serve
 {{- end -}}
 {{- end -}}
 
-{{/* How the replicas' torch threads wait (util/omp.py omp_env): the policy, and a passive thread's bounded spin. */}}
+{{/* What the replicas' torch reads as it loads (util/omp.py omp_env): its threads' wait, a passive thread's bounded spin, MKL's buffers given back. */}}
 {{- define "mcp-classifier.ompEnv" -}}
 OMP_WAIT_POLICY: {{ upper .ompWaitPolicy | quote }}
+MKL_DISABLE_FAST_MM: "1"
 {{- if eq .ompWaitPolicy "passive" }}
 GOMP_SPINCOUNT: {{ int .ompSpinCount | toString | quote }}
 {{- end }}

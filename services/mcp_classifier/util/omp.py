@@ -18,13 +18,18 @@ from typing import Literal
 
 OMP_WAIT_POLICY_ENV = "OMP_WAIT_POLICY"
 OMP_SPIN_COUNT_ENV = "GOMP_SPINCOUNT"
+# MKL (inside torch's CPU build) keeps the buffers of its large matrix products for reuse and never hands them back:
+# fitting a 100 x 8 categories file's token matches left 30 MiB held for good; with its fast memory manager off a
+# second classifier adds 5 MiB, and forwards run at the same speed (docs/decisions/0041-router-door-cost-and-classifier-weight.md).
+MKL_FAST_MM_ENV = "MKL_DISABLE_FAST_MM"
 OmpWaitPolicy = Literal["passive", "active"]
 
 
 def omp_env(policy: OmpWaitPolicy, spin_count: int) -> dict[str, str]:
-    """The environment that sets how torch's threads wait: the policy, and a passive thread's spin before it sleeps
-    (an active one spins without bound, so the count is left to libgomp there)."""
-    env = {OMP_WAIT_POLICY_ENV: policy.upper()}
+    """The environment torch's native libraries read as they load: how its threads wait (the policy, and a passive
+    thread's spin before it sleeps; an active one spins without bound, so the count is left to libgomp there), and
+    MKL's buffers given back rather than kept."""
+    env = {OMP_WAIT_POLICY_ENV: policy.upper(), MKL_FAST_MM_ENV: "1"}
     if policy == "passive":
         env[OMP_SPIN_COUNT_ENV] = str(spin_count)
     return env
