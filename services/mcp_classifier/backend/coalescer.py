@@ -95,7 +95,12 @@ class RequestCoalescer(Generic[ItemT, ResultT]):
 
     @classmethod
     def from_options(
-        cls, run_batch: BatchFunction[ItemT, ResultT], options: BatchingOptions, *, request_timeout_s: float
+        cls,
+        run_batch: BatchFunction[ItemT, ResultT],
+        options: BatchingOptions,
+        *,
+        request_timeout_s: float,
+        work: str = "classification",
     ) -> RequestCoalescer[ItemT, ResultT]:
         """The coalescer a backend puts in front of its model calls."""
         return cls(
@@ -106,6 +111,7 @@ class RequestCoalescer(Generic[ItemT, ResultT]):
             request_timeout_s=request_timeout_s,
             max_concurrent_batches=options.max_concurrent_batches,
             regroup_wait=options.batch_regroup_wait,
+            work=work,
         )
 
     @property

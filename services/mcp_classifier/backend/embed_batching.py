@@ -24,15 +24,8 @@ class SmallEmbeddingBatcher:
     def __init__(self, embed_many: EmbedMany, batching: BatchingOptions, *, request_timeout_s: float) -> None:
         self._embed_many = embed_many
         self.limit = batching.batch_size  # the most texts a request may bring and still be gathered
-        self._coalescer: RequestCoalescer[tuple[EmbeddingKind, str], np.ndarray] = RequestCoalescer(
-            self._run,
-            batch_size=batching.batch_size,
-            batch_window_ms=batching.batch_window_ms,
-            max_queue=batching.max_queue,
-            request_timeout_s=request_timeout_s,
-            max_concurrent_batches=batching.max_concurrent_batches,
-            regroup_wait=batching.batch_regroup_wait,
-            work="embedding",
+        self._coalescer: RequestCoalescer[tuple[EmbeddingKind, str], np.ndarray] = RequestCoalescer.from_options(
+            self._run, batching, request_timeout_s=request_timeout_s, work="embedding"
         )
 
     def start(self) -> None:
