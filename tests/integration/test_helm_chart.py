@@ -26,7 +26,7 @@ import yaml
 from mcp_classifier.classify.categories import load_categories
 from mcp_classifier.embedder.serve_config import REPLICA_SETTINGS
 from mcp_classifier.redis_io.metrics import RedisMetrics
-from mcp_classifier.settings import ENV_PREFIX, Settings, settings_fields
+from mcp_classifier.settings import ENV_PREFIX, Settings, ToolFilterSettings, settings_fields
 from mcp_classifier.telemetry import GatewayMetrics
 from tests.support import REPO_ROOT
 
@@ -119,6 +119,14 @@ GATEWAY_CONFIG_FLAGS = {
     "rateLimitWindowS": "--rate-limit-window-s",
     "allowedOrigins": "--allowed-origins",
     "allowedHosts": "--allowed-hosts",
+}
+# gateway.toolFeedback.* -> the flag of the same setting (the semantic tool filter's feedback from use).
+TOOL_FEEDBACK_FLAGS = {
+    "enabled": "--tool-feedback",
+    "maxVectors": "--tool-feedback-max-vectors",
+    "ttlS": "--tool-feedback-ttl-s",
+    "refreshS": "--tool-feedback-refresh-s",
+    "weight": "--tool-feedback-weight",
 }
 
 
@@ -1045,8 +1053,13 @@ def test_the_values_schema_bounds_match_the_settings() -> None:
     from annotated_types import Ge, Gt, Le
 
     schema = json.loads((CHART / "values.schema.json").read_text())
-    mapped = {**VALUE_FLAGS, **{f"gateway.config.{k}": v for k, v in GATEWAY_CONFIG_FLAGS.items()}}
+    mapped = {
+        **VALUE_FLAGS,
+        **{f"gateway.config.{k}": v for k, v in GATEWAY_CONFIG_FLAGS.items()},
+        **{f"gateway.toolFeedback.{k}": v for k, v in TOOL_FEEDBACK_FLAGS.items()},
+    }
     assert set(GATEWAY_CONFIG_FLAGS) == set(values_of("")["gateway"]["config"])
+    assert set(TOOL_FEEDBACK_FLAGS) == set(values_of("")["gateway"]["toolFeedback"])
     for dotted, flag in mapped.items():
         name = flag.removeprefix("--").replace("-", "_")
         if name in PENDING_SETTINGS:
@@ -1159,17 +1172,16 @@ def test_chart_app_version_is_the_package_version() -> None:
     assert chart["appVersion"] == project["version"]
 
 
-@pytest.mark.parametrize("profile", PROFILES)
-def test_the_gateway_environment_is_valid_settings(
-    rendered: dict[str, list[dict[str, Any]]], profile: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The gateway's ConfigMap and env, as Kubernetes would expand them, load into Settings without error."""
-    docs = rendered[profile]
+def gateway_settings(docs: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """The Settings the gateway container loads: the ConfigMaps its envFrom names, then its env, expanded as
+    Kubernetes would, and no MCP_CLASSIFIER_* variable of the test's own environment."""
     for name in list(os.environ):
         if name.startswith(ENV_PREFIX):
             monkeypatch.delenv(name)
-    env = dict(one(docs, "ConfigMap", "-gateway")["data"])
     (container,) = gateway(docs)["spec"]["template"]["spec"]["containers"]
+    env: dict[str, str] = {}
+    for source in container.get("envFrom", []):
+        env.update(one(docs, "ConfigMap", source["configMapRef"]["name"])["data"])
     resolved = {"REDIS_PASSWORD": "s3cret"}
     for var in container["env"]:
         if "value" in var:
@@ -1177,7 +1189,16 @@ def test_the_gateway_environment_is_valid_settings(
     env.update({k: v for k, v in resolved.items() if k.startswith(ENV_PREFIX)})
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    settings = Settings()
+    return Settings()
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_the_gateway_environment_is_valid_settings(
+    rendered: dict[str, list[dict[str, Any]]], profile: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gateway's ConfigMap and env, as Kubernetes would expand them, load into Settings without error."""
+    docs = rendered[profile]
+    settings = gateway_settings(docs, monkeypatch)
     assert (
         settings.serving.backend
         == f"grpc://{one(docs, 'RayService')['metadata']['name']}-serve-svc:{values_of(profile)['serve']['grpcPort']}"
@@ -1186,6 +1207,37 @@ def test_the_gateway_environment_is_valid_settings(
     if "redis_url" in settings_fields():
         url = settings.cache.redis_url.get_secret_value()
         assert url.startswith("redis") and "s3cret" in url  # the chart's Redis has a password too
+
+
+# ---- tool filter: feedback from use -------------------------------------------------------------
+def test_tool_feedback_values_reach_the_gateway_settings(helm: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each gateway.toolFeedback value, none of them its default, is what the gateway's settings read."""
+    values = {"enabled": True, "maxVectors": 25, "ttlS": 86400, "refreshS": 0.5, "weight": 0.2}
+    docs = render(helm, tmp_path, {"gateway": {"toolFeedback": values}})
+    tools = gateway_settings(docs, monkeypatch).toolfilter
+    got = {"enabled": tools.tool_feedback, "maxVectors": tools.tool_feedback_max_vectors, "ttlS": tools.tool_feedback_ttl_s}
+    got |= {"refreshS": tools.tool_feedback_refresh_s, "weight": tools.tool_feedback_weight}
+    assert got == values
+    assert set(values) == set(TOOL_FEEDBACK_FLAGS)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_profile_renders_tool_feedback_off_with_the_settings_defaults(
+    rendered: dict[str, list[dict[str, Any]]], profile: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Feedback keeps vectors of users' requests: no profile turns it on, and the chart's defaults are the settings'."""
+    assert one(rendered[profile], "ConfigMap", "-gateway")["data"]["MCP_CLASSIFIER_TOOL_FEEDBACK"] == "false"
+    tools = gateway_settings(rendered[profile], monkeypatch).toolfilter
+    defaults = ToolFilterSettings()
+    names = [flag.removeprefix("--").replace("-", "_") for flag in TOOL_FEEDBACK_FLAGS.values()]
+    assert tools.tool_feedback is False
+    assert {n: getattr(tools, n) for n in names} == {n: getattr(defaults, n) for n in names}
+
+
+def test_the_values_schema_refuses_tool_feedback_values_the_settings_refuse(helm: list[str], tmp_path: Path) -> None:
+    for bad in ({"weight": 1.5}, {"maxVectors": 0}, {"refreshS": -1}, {"ttlS": 0}, {"enabled": "yes"}):
+        result = helm_template(helm, tmp_path, values={"gateway": {"toolFeedback": bad}}, check=False)
+        assert result.returncode != 0 and f"/gateway/toolFeedback/{next(iter(bad))}" in result.stderr, bad
 
 
 @pytest.mark.parametrize("enabled", [True, False])
