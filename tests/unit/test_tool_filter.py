@@ -11,6 +11,8 @@ import pytest
 from rank_bm25 import BM25Okapi
 
 from mcp_classifier.backend.base import BackendUnavailable
+from mcp_classifier.backend.coalescer import BatchingOptions
+from mcp_classifier.backend.local import LocalBatchingBackend
 from mcp_classifier.cache.embeddings import ToolEmbeddings
 from mcp_classifier.settings import Settings
 from mcp_classifier.toolfilter.tool_filter import default_threshold_for
@@ -215,30 +217,51 @@ def test_tool_text_holds_name_description_and_parameters_and_the_summary_leaves_
     assert np.isclose(np.linalg.norm(bag_of_words_vector(text)), 1.0)
 
 
-class SlowEmbeds(FakeBackend):
-    """A backend whose embed call takes a moment, as a model forward does."""
+class CountingModel:
+    """The model behind a local backend: each embed call is one forward, which takes a moment; calls are counted."""
 
-    async def embed(self, texts: Any, kind: Any) -> np.ndarray:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, list[str]]] = []
+
+    async def start(self) -> None:
+        return None
+
+    async def embed(self, texts: list[str], kind: str) -> np.ndarray:
+        self.calls.append((kind, list(texts)))
         await asyncio.sleep(0.02)
-        return await super().embed(texts, kind)
+        return np.vstack([bag_of_words_vector(t) for t in texts])
+
+    def close(self) -> None:
+        return None
 
 
-def test_concurrent_query_embeddings_share_backend_calls_and_each_gets_its_own_vector() -> None:
+def test_concurrent_tool_filter_queries_each_get_their_own_vector_and_share_model_calls() -> None:
+    """16 routers asking at once: each gets its own query's vector, and the local backend's embed batching
+    gathers them into one or two forwards (the tool filter adds no queue of its own)."""
     queries = [f"query number {i} about topic {i % 5}" for i in range(16)]
+    parts = ["find the ticket", "post it to ops"]
 
-    async def scenario() -> tuple[SlowEmbeds, list[np.ndarray]]:
-        backend = SlowEmbeds()
-        embeddings = ToolEmbeddings(backend, None, capacity=100, ttl_s=60, query_batch_size=32, query_batch_window_ms=2)
-        vectors = await asyncio.gather(*(embeddings.query(q) for q in queries))
-        await embeddings.close()
-        return backend, list(vectors)
+    async def scenario() -> tuple[CountingModel, list[np.ndarray], np.ndarray]:
+        model = CountingModel()
+        batching = BatchingOptions(batch_size=32, batch_window_ms=2.0, max_queue=64)
+        backend = LocalBatchingBackend(model, batching=batching, request_timeout_s=5.0)  # type: ignore[arg-type]
+        await backend.start()
+        embeddings = ToolEmbeddings(backend, None, capacity=100, ttl_s=60)
+        try:
+            *vectors, both = await asyncio.gather(*(embeddings.query(q) for q in queries), embeddings.queries(parts))
+        finally:
+            await embeddings.close()
+            await backend.close()
+        return model, vectors, both
 
-    backend, vectors = asyncio.run(scenario())
-    calls = [texts for kind, texts in backend.embed_calls if kind == "query"]
-    assert len(calls) <= 2, calls  # 16 routers asking at once: one call, or two when the first left early
-    assert sorted(t for call in calls for t in call) == sorted(queries)
+    model, vectors, both = asyncio.run(scenario())
     for query, vector in zip(queries, vectors):
-        assert np.allclose(vector, bag_of_words_vector(query))
+        assert vector.shape == bag_of_words_vector(query).shape and np.allclose(vector, bag_of_words_vector(query)), query
+    assert both.shape == (2, len(bag_of_words_vector(parts[0])))
+    assert np.allclose(both, np.vstack([bag_of_words_vector(p) for p in parts]))
+    assert all(kind == "query" for kind, _ in model.calls)
+    assert sorted(t for _, call in model.calls for t in call) == sorted([*queries, *parts])
+    assert len(model.calls) <= 2, model.calls  # one forward, or two when the first left before the rest arrived
 
 
 def _gateway(settings: Settings) -> Any:

@@ -5,8 +5,9 @@ keyed by (model id, the tool's text) and kept: a list seen before costs one quer
 list with one changed tool costs that tool's embedding plus the query. Redis shares the vectors
 between gateway replicas and restarts; without it the in-process LRU still does the job. Redis
 errors fail open (the link's breaker), like the classification cache. Query embeddings are
-never cached (queries rarely repeat) but concurrent ones are coalesced: many routers asking at
-once share one model call.
+never cached (queries rarely repeat) and go straight to the backend's embed call: the backend
+gathers concurrent short calls into one model call (backend.embed_batching), so many routers
+asking at once share it without a second queue here.
 
 Example requests a caller sends with its tools (`examples`) are embedded as queries and cached the same way,
 under keys of their own kind. `tool_ids` is a tool's identity: the hash of the model id and the tool's
@@ -27,10 +28,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from opentelemetry import context as otel_context
 
 from ..backend.base import ClassificationBackend, EmbeddingKind
-from ..backend.coalescer import RequestCoalescer
 from ..redis_io.redis_link import RedisLink
 from .keys import KeyBuilder
 
@@ -48,9 +47,6 @@ class ToolEmbeddings:
         *,
         capacity: int,
         ttl_s: int,
-        query_batch_size: int = 32,
-        query_batch_window_ms: float = 2.0,
-        max_queued_queries: int = 2048,
         query_timeout_s: float = 30.0,
         document_chunk: int = 32,
         lists: int = 64,
@@ -59,14 +55,6 @@ class ToolEmbeddings:
         self.lists = lists  # tool lists whose identities are kept: a router sends the same list with every request
         self.document_chunk = document_chunk  # texts per background model call
         self.deadline_s = query_timeout_s  # how long a request waits for its tools' vectors
-        self._queries: RequestCoalescer[str, np.ndarray] = RequestCoalescer(
-            self._embed_queries,
-            batch_size=query_batch_size,
-            batch_window_ms=query_batch_window_ms,
-            max_queue=max_queued_queries,
-            request_timeout_s=query_timeout_s,
-            work="query embedding",
-        )
         self.link = link
         self.capacity = capacity
         self.ttl_s = ttl_s
@@ -80,24 +68,16 @@ class ToolEmbeddings:
         self.model_calls = 0  # backend embed calls made for tool texts and examples (tests and /health read it)
 
     async def start(self) -> None:
-        """The query coalescer binds to the serving loop; the backend and Redis link are started by their owners."""
-        if not self._queries.running:
-            self._queries.start()
+        """Nothing of its own to start (a lifecycle service for close and /health): the backend and the Redis link
+        are started by their owners."""
 
     async def query(self, text: str) -> np.ndarray:
-        """One query's vector; queries asked at the same time share one backend call."""
-        await self.start()  # no-op once running; apps built without a lifespan start it on first use
-        (vector,) = await self._queries.submit([text])
-        return np.asarray(vector, dtype=np.float32)
+        """One query's vector; the backend gathers queries asked at the same time into one model call."""
+        return (await self.queries([text]))[0]
 
     async def queries(self, texts: Sequence[str]) -> np.ndarray:
-        """Several queries (a request and its parts) in one submission: they share one backend call."""
-        await self.start()
-        vectors = await self._queries.submit(list(texts))
-        return np.vstack([np.asarray(v, dtype=np.float32) for v in vectors])
-
-    async def _embed_queries(self, texts: list[str], _: list[otel_context.Context]) -> list[np.ndarray]:
-        return list(await self.backend.embed(texts, "query"))
+        """Several queries (a request and its parts) in one backend embed call, which joins other callers' short ones."""
+        return np.asarray(await self.backend.embed(list(texts), "query"), dtype=np.float32)
 
     async def tool_ids(self, texts: Sequence[str]) -> list[str]:
         """Each text's identity: a hash of the model id and the text as written (never the text itself)."""
@@ -237,7 +217,6 @@ class ToolEmbeddings:
             task.cancel()
         if self._fills:
             await asyncio.gather(*self._fills, return_exceptions=True)
-        await self._queries.close()
         if self._writes:
             await asyncio.gather(*self._writes, return_exceptions=True)
 
