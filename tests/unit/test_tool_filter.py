@@ -298,3 +298,36 @@ def test_a_caller_without_a_threshold_gets_the_models_measured_default_on_both_d
 def test_models_without_a_measured_threshold_get_litellms_default() -> None:
     assert default_threshold_for("Qwen/Qwen3-Embedding-0.6B") == pytest.approx(0.3)
     assert default_threshold_for("builtin:minilm") < default_threshold_for("Qwen/Qwen3-Embedding-0.6B")
+
+
+def test_select_tools_gives_each_kept_tool_a_confidence_and_counts_the_asks(setup: Any) -> None:
+    client, _ = setup
+    one = select(client, {"query": "will it rain in the city", "tools": TOOLS, "top_k": 4, "threshold": -1})["structuredContent"]
+    assert one["needs"] == 1 and one["tools"][0]["name"] == "weather__forecast"
+    confidences = [tool["confidence"] for tool in one["tools"]]
+    assert len(confidences) == 4 and all(0 < c < 1 for c in confidences)
+    assert confidences[0] == max(confidences)
+    two = select(
+        client,
+        {"query": "create a jira issue for the outage and then post a message to the slack channel", "tools": TOOLS, "threshold": -1},
+    )["structuredContent"]
+    assert two["needs"] == 2
+
+
+def test_the_filter_door_returns_confidences_beside_the_scores(setup: Any) -> None:
+    client, _ = setup
+    body = client.post("/v1/tools/filter", json={"query": "will it rain in the city", "tools": TOOLS, "top_k": 2, "threshold": -1}).json()
+    assert body["needs"] == 1 and len(body["confidences"]) == len(body["scores"]) == 2
+    assert body["confidences"][0] > body["confidences"][1]
+
+
+@pytest.mark.parametrize("door", ["select_tools", "filter"])
+def test_a_failed_open_answer_carries_no_confidence(setup: Any, door: str) -> None:
+    client, backend = setup
+    backend.fail_with = BackendUnavailable("embedder unreachable")
+    if door == "select_tools":
+        payload = select(client, {"query": "rain?", "tools": TOOLS})["structuredContent"]
+        assert "needs" not in payload and all("confidence" not in tool for tool in payload["tools"])
+    else:
+        body = client.post("/v1/tools/filter", json={"query": "rain?", "tools": TOOLS}).json()
+        assert "confidences" not in body and "needs" not in body

@@ -16,6 +16,8 @@ from mcp_classifier.evaluation.tool_retrieval import (
     query_slices,
     rank_all,
     render,
+    render_confidence,
+    render_needs,
     render_served,
     render_slices,
     score,
@@ -33,7 +35,8 @@ def test_recall_at_k_and_mrr_as_defined() -> None:
     assert s.recall[5] == pytest.approx((1 + 1 / 2) / 2)
     assert s.recall[10] == pytest.approx(1.0)
     assert s.mrr == pytest.approx((1 / 2 + 1) / 2)
-    assert "| s | 2 | 4 | 0.250 | 0.750 | 1.000 | 0.750 |" in render([s], 4)
+    assert s.complete == pytest.approx(0.5)  # the second query has one of its two tools in the top 5
+    assert "| s | 2 | 4 | 0.250 | 0.750 | 1.000 | 0.750 | 0.500 |" in render([s], 4)
 
 
 def fake_embed(texts: list[str], kind: str) -> np.ndarray:
@@ -116,28 +119,33 @@ def test_slices_split_by_tool_count_identifiers_and_whether_the_query_names_the_
         RetrievalQuery("list my asana tasks", ("asana__list_tasks",)),
         RetrievalQuery("what's on my plate today", ("asana__list_tasks",)),
         RetrievalQuery("post it in slack #general and file a ticket", ("slack__post_message", "jira__create_issue")),
+        RetrievalQuery("file a ticket for whatever broke in the slack bot", ("slack__post_message", "jira__create_issue")),
     ]
     slices = query_slices(queries)
     assert slices == {
         "needs one tool": [0, 1],
-        "needs two or more": [2],
+        "needs two or more": [2, 3],
+        "two or more, said apart (query_clauses splits it)": [2],
+        "two or more, in one clause": [3],
         "carries an identifier": [2],
-        "carries none": [0, 1],
-        "names the server": [0, 2],
+        "carries none": [0, 1, 3],
+        "names the server": [0, 2, 3],
         "does not name it": [1],
     }
     rankings = {
-        "hybrid": [["asana__list_tasks"], ["x"], ["slack__post_message", "jira__create_issue"]],
-        "hybrid-whole": [["asana__list_tasks"], ["x"], ["slack__post_message"]],
-        "hybrid-unshaped": [["asana__list_tasks"], ["x"], ["x"]],
-        "embedding": [["x"], ["x"], ["slack__post_message"]],
-        "bm25": [["asana__list_tasks"], ["asana__list_tasks"], ["x"]],
+        "hybrid": [["asana__list_tasks"], ["x"], ["slack__post_message", "jira__create_issue"], ["jira__create_issue"]],
+        "hybrid-whole": [["asana__list_tasks"], ["x"], ["slack__post_message"], ["x"]],
+        "hybrid-unshaped": [["asana__list_tasks"], ["x"], ["x"], ["x"]],
+        "embedding": [["x"], ["x"], ["slack__post_message"], ["x"]],
+        "bm25": [["asana__list_tasks"], ["asana__list_tasks"], ["x"], ["x"]],
     }
     table = render_slices(rankings, queries)
-    assert "| needs one tool | 2 | 0.500 | 0.500 | 0.500 | 0.000 | 1.000 |" in table
-    assert "| needs two or more | 1 | 1.000 | 0.500 | 0.000 | 0.500 | 0.000 |" in table
-    assert "| carries an identifier | 1 | 1.000 | 0.500 | 0.000 | 0.500 | 0.000 |" in table
-    assert "| does not name it | 1 | 0.000 | 0.000 | 0.000 | 0.000 | 1.000 |" in table
+    assert "| needs one tool | 2 | 0.500 | 0.500 | 0.500 | 0.000 | 1.000 | 0.500 |" in table
+    assert "| needs two or more | 2 | 0.750 | 0.250 | 0.000 | 0.250 | 0.000 | 0.500 |" in table
+    assert "| two or more, said apart (query_clauses splits it) | 1 | 1.000 | 0.500 | 0.000 | 0.500 | 0.000 | 1.000 |" in table
+    assert "| two or more, in one clause | 1 | 0.500 | 0.000 | 0.000 | 0.000 | 0.000 | 0.000 |" in table
+    assert "| carries an identifier | 1 | 1.000 | 0.500 | 0.000 | 0.500 | 0.000 | 1.000 |" in table
+    assert "| does not name it | 1 | 0.000 | 0.000 | 0.000 | 0.000 | 1.000 | 0.000 |" in table
 
 
 def test_an_identifier_lets_bm25_match_the_parameter_that_takes_it() -> None:
@@ -173,3 +181,21 @@ def test_what_a_caller_gets_is_the_hybrid_order_cut_at_the_cosine_threshold_and_
     table = render_served([loose, strict], 2, 0.1)
     assert "| threshold 0.1 (the default for this model) | 0.750 | 2.0 | 0 |" in table
     assert "| threshold 0.3 | 0.000 | 0.5 | 1 |" in table
+
+
+def test_the_confidence_table_bins_the_first_tools_and_the_needs_table_counts_the_asks() -> None:
+    ranked = RankedSet(
+        names=["a", "b", "c"],
+        rankings={"hybrid": [["b", "a", "c"], ["c", "a", "b"]]},
+        cosines=np.zeros((2, 3)),
+        confidences={"hybrid": np.array([[0.05, 0.95, 0.15], [0.85, 0.05, 0.95]])},
+        asks=[1, 2],
+    )
+    queries = [RetrievalQuery("q1", ("b",)), RetrievalQuery("q2", ("a", "c"))]
+    table = render_confidence(ranked, queries, "hybrid")
+    assert "first 10 tools of 2 requests" in table and "AUROC 1.000" in table
+    assert "| 0.9-1.0 | 2 | 0.950 | 1.000 |" in table  # b for q1, c for q2: both needed
+    assert "| 0.0-0.1 | 2 | 0.050 | 0.000 |" in table  # a for q1 and b for q2: neither
+    assert "| 0.8-0.9 | 1 | 0.850 | 1.000 |" in table
+    needs = render_needs(ranked, queries)
+    assert "| needing one tool | 1 | 1.000 | 0.000 |" in needs and "| needing two or more | 1 | 0.000 | 1.000 |" in needs

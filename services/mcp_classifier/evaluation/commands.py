@@ -12,19 +12,20 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..classify.build import build_classifier, build_registry
 from ..classify.categories import CategoryConfig
 from ..classify.index import category_texts
 from ..classify.registry import ClassifierRegistry
+from ..classify.scope import background_queries
 from ..settings import Settings
 from ..toolfilter.tool_filter import DEFAULT_THRESHOLD, DEFAULT_TOP_K, default_threshold_for
-from . import doctor, tool_retrieval
+from . import doctor, near_misses, tool_retrieval
 from .dataset import OUT_OF_SCOPE, DatasetError, LabelledQuery, load_dataset
 from .systems import predict_local
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from ..classify.classifier import Classifier
 
 
@@ -92,11 +93,22 @@ def _diagnose(
     )
     scope = classifier.info.scope
     diagnosis.scope = scope.to_public(config.names) if scope is not None else None
+    diagnosis.candidates = _out_of_scope_candidates(classifier, config)
     if queries:
         texts = [q.text for q in queries]
         answers = predict_local(classifier.classify, texts, settings.batching.batch_size)
         diagnosis.query_scope = doctor.query_scope([q.category for q in queries], texts, answers)
     return diagnosis, example_vectors, description_vectors
+
+
+def _out_of_scope_candidates(classifier: Classifier, config: CategoryConfig) -> list[near_misses.Candidate]:
+    """The near-miss candidates doctor proposes, scored by the served scope model; none where detection is off."""
+    scope = classifier.state[1].scope
+    if scope is None:
+        return []
+    texts, sources = near_misses.candidate_texts(config, background_queries())
+    probability, similarities = scope.in_scope_probability(np.asarray(classifier.encoder.encode_queries(texts)))
+    return near_misses.propose(config.names, texts, sources, probability, similarities)
 
 
 def run_eval_tools(settings: Settings, queries_path: Path, tools_path: Path | None, feedback: int | None = None) -> None:
@@ -133,6 +145,10 @@ def run_eval_tools(settings: Settings, queries_path: Path, tools_path: Path | No
     outcomes = [tool_retrieval.served_outcome(ranked, queries, DEFAULT_TOP_K, t) for t in thresholds]
     print()
     print(tool_retrieval.render_served(outcomes, DEFAULT_TOP_K, default_threshold))
+    print()
+    print(tool_retrieval.render_confidence(ranked, queries, toolfilter.tool_ranking))
+    print()
+    print(tool_retrieval.render_needs(ranked, queries))
     if feedback is not None:
         print()
         print(_feedback_table(settings, tools, queries, classifier.embed, feedback))
@@ -168,5 +184,10 @@ def _feedback_table(
         tool_retrieval.score(f"the same with feedback from {per_tool} past requests per tool ({weight})", with_past, split.held),
         tool_retrieval.score("the requests given as feedback, asked again word for word: no feedback", again_without, split.past),
         tool_retrieval.score(f"the same with their own feedback ({weight})", again_with, split.past),
+        tool_retrieval.score(
+            "BM25 (rank-bm25), the tools' own words, on the requests not given as feedback",
+            tool_retrieval.bm25_rankings(tools, split.held, max_chars),
+            split.held,
+        ),
     ]
     return tool_retrieval.render(scores, len(tools))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +20,19 @@ from ..protocol.tools import ToolError
 from ..toolfilter.past_queries import PastQueries, lift
 from ..toolfilter.query_clauses import request_clauses
 from ..toolfilter.query_identifiers import identifier_words, keyword_query
-from ..toolfilter.tool_ranking import LexicalIndexes, fuse, hybrid_order, tool_fields, tool_texts
+from ..toolfilter.tool_confidence import tool_confidences
+from ..toolfilter.tool_ranking import (
+    LexicalIndexes,
+    ToolRanking,
+    embedding_ranking,
+    fuse,
+    hybrid_order,
+    hybrid_ranking,
+    tool_fields,
+    tool_texts,
+)
 from .dataset import DatasetError
+from .metrics import auroc, expected_calibration_error
 
 CUTOFFS = (1, 5, 10)
 
@@ -38,6 +49,7 @@ class RetrievalScore:
     queries: int
     recall: dict[int, float]
     mrr: float
+    complete: float = 0.0  # share of requests with every tool they need in the top 5 (MetaTool's two-tool recall@5)
 
 
 def _tool_list(tools_path: Path) -> list[dict[str, Any]]:
@@ -101,7 +113,8 @@ def score(system: str, rankings: Sequence[Sequence[str]], queries: Sequence[Retr
     for ranking, query in zip(rankings, queries):
         ranks = [ranking.index(name) + 1 for name in query.relevant if name in ranking]
         reciprocal.append(1.0 / min(ranks) if ranks else 0.0)
-    return RetrievalScore(system, len(queries), recall, float(np.mean(reciprocal)))
+    complete = float(np.mean([set(q.relevant) <= set(r[:5]) for r, q in zip(rankings, queries)]))
+    return RetrievalScore(system, len(queries), recall, float(np.mean(reciprocal)), complete)
 
 
 def _ranked(names: Sequence[str], scores: np.ndarray) -> list[list[str]]:
@@ -113,6 +126,9 @@ class RankedSet:
     names: list[str]
     rankings: dict[str, list[list[str]]]
     cosines: np.ndarray  # queries x tools: what the service's threshold compares against (the best over a request's parts)
+    # per ranking the service offers ("hybrid", "embedding"): queries x tools, each tool's confidence (tool_confidence)
+    confidences: dict[ToolRanking, np.ndarray] = field(default_factory=dict)
+    asks: list[int] = field(default_factory=list)  # per query: the separate asks the service finds and ranks for (select_tools' `needs`)
 
 
 def rank_all(
@@ -141,10 +157,16 @@ def rank_all(
     unshaped = [np.vstack([index.scores(texts, part) for part in request]) for request in parts]
     whole_cosines = np.vstack([c[0] for c in cosines])
     whole_lexical = np.vstack([lx[0] for lx in lexical])
-    own_words = np.vstack([index.scores(plain_texts, q.query[:max_chars]) for q in queries])
+    own_words = bm25_scores(plain_texts, queries, max_chars, index)
     action_only = np.vstack([u[0] for u in unshaped])
+    hybrid = [hybrid_ranking(c, lx, lexical_weight) for c, lx in zip(cosines, lexical)]
+    asks = [max(1, len(request) - 1) for request in parts]
+    confidences: dict[ToolRanking, np.ndarray] = {
+        "hybrid": np.vstack([tool_confidences(r, n, "hybrid") for r, n in zip(hybrid, asks)]),
+        "embedding": np.vstack([tool_confidences(embedding_ranking(c[:1]), 1, "embedding") for c in cosines]),
+    }
     rankings = {
-        "hybrid": [[names[i] for i in hybrid_order(c, lx, lexical_weight)] for c, lx in zip(cosines, lexical)],
+        "hybrid": [[names[i] for i in r.order] for r in hybrid],
         "hybrid-whole": _ranked(names, fuse(whole_cosines, whole_lexical, lexical_weight)),
         "hybrid-plain": [[names[i] for i in hybrid_order(c, p, lexical_weight)] for c, p in zip(cosines, plain)],
         "hybrid-unshaped": [[names[i] for i in hybrid_order(c, u, lexical_weight)] for c, u in zip(cosines, unshaped)],
@@ -152,7 +174,55 @@ def rank_all(
         "bm25": _ranked(names, own_words),
         "bm25-actions": _ranked(names, action_only),
     }
-    return RankedSet(names, rankings, np.vstack([c.max(axis=0) for c in cosines]))
+    return RankedSet(names, rankings, np.vstack([c.max(axis=0) for c in cosines]), confidences, asks)
+
+
+CONFIDENCE_TOP = 10  # the tools per request whose confidence is checked: select_tools' default top_k
+
+
+def render_confidence(ranked: RankedSet, queries: Sequence[RetrievalQuery], ranking: ToolRanking) -> str:
+    """Whether select_tools' `confidence` means what it says: over the first ten tools of each request, the share that
+    the request needs, per confidence bin, with the ECE and the AUROC (needed tools above the others)."""
+    column = {name: i for i, name in enumerate(ranked.names)}
+    said, needed = [], []
+    for row, (order, query) in enumerate(zip(ranked.rankings[ranking], queries)):
+        for name in order[:CONFIDENCE_TOP]:
+            said.append(ranked.confidences[ranking][row, column[name]])
+            needed.append(name in query.relevant)
+    confidence, truth = np.asarray(said), np.asarray(needed)
+    ece, bins = expected_calibration_error(confidence, truth.astype(float))
+    lines = [
+        f"confidence ({ranking}), first {CONFIDENCE_TOP} tools of {len(queries)} requests: ECE {ece:.3f}, "
+        f"AUROC {auroc(confidence[truth], confidence[~truth]):.3f}",
+        "",
+        "| confidence | tools | mean confidence | share needed |",
+        "|---|---:|---:|---:|",
+    ]
+    lines += [f"| {b['lo']:.1f}-{b['hi']:.1f} | {b['count']} | {b['confidence']:.3f} | {b['accuracy']:.3f} |" for b in bins if b["count"]]
+    return "\n".join(lines)
+
+
+def render_needs(ranked: RankedSet, queries: Sequence[RetrievalQuery]) -> str:
+    """How often select_tools' `needs` matches the tools a request needs (its asks found, at most two counted apart)."""
+    lines = ["| requests | count | needs 1 | needs 2 or more |", "|---|---:|---:|---:|"]
+    for label, wanted in (("needing one tool", lambda n: n == 1), ("needing two or more", lambda n: n > 1)):
+        found = [asks for asks, query in zip(ranked.asks, queries) if wanted(len(query.relevant))]
+        if found:
+            several = sum(1 for asks in found if asks > 1)
+            lines.append(f"| {label} | {len(found)} | {1 - several / len(found):.3f} | {several / len(found):.3f} |")
+    return "\n".join(lines)
+
+
+def bm25_scores(plain_texts: Sequence[str], queries: Sequence[RetrievalQuery], max_chars: int, index: LexicalIndexes) -> np.ndarray:
+    """The baseline: each request's words against the tools' own words (no action words), queries x tools."""
+    return np.vstack([index.scores(plain_texts, q.query[:max_chars]) for q in queries])
+
+
+def bm25_rankings(tools: Sequence[dict[str, Any]], queries: Sequence[RetrievalQuery], max_chars: int) -> list[list[str]]:
+    """rank_all's "bm25" rankings alone, without the encoder."""
+    names = [str(tool_fields(t)["name"]) for t in tools]
+    plain_texts = [tool_texts(t, max_chars, with_action_words=False)[1] for t in tools]
+    return _ranked(names, bm25_scores(plain_texts, queries, max_chars, LexicalIndexes(capacity=1)))
 
 
 @dataclass(frozen=True)
@@ -206,6 +276,10 @@ def query_slices(queries: Sequence[RetrievalQuery]) -> dict[str, list[int]]:
     slices: dict[str, list[int]] = {"needs one tool": [], "needs two or more": []}
     for i, query in enumerate(queries):
         slices["needs one tool" if len(query.relevant) == 1 else "needs two or more"].append(i)
+    several = slices["needs two or more"]
+    if several:  # a request that says its asks apart ("... and then ...") against one that fuses them in one clause
+        slices["two or more, said apart (query_clauses splits it)"] = [i for i in several if request_clauses(queries[i].query)]
+        slices["two or more, in one clause"] = [i for i in several if not request_clauses(queries[i].query)]
     carrying = [i for i, query in enumerate(queries) if identifier_words(query.query)]
     if carrying:
         slices["carries an identifier"] = carrying
@@ -223,25 +297,32 @@ def query_slices(queries: Sequence[RetrievalQuery]) -> dict[str, list[int]]:
 
 
 def render_slices(rankings: dict[str, list[list[str]]], queries: Sequence[RetrievalQuery]) -> str:
-    """Recall@5 of each system per slice: where the ranking wins and loses."""
+    """Recall@5 of each system per slice, and the share of requests with every needed tool in hybrid's top 5:
+    where the ranking wins and loses."""
     lines = [
-        "| slice | queries | " + " | ".join(f"{system} recall@5" for system in SLICE_SYSTEMS) + " |",
-        "|---|---:|" + "---:|" * len(SLICE_SYSTEMS),
+        "| slice | queries | "
+        + " | ".join(f"{system} recall@5" for system in SLICE_SYSTEMS)
+        + " | hybrid: every needed tool in the top 5 |",
+        "|---|---:|" + "---:|" * (len(SLICE_SYSTEMS) + 1),
     ]
     for name, members in query_slices(queries).items():
         subset = [queries[i] for i in members]
-        cells = [f"{score(system, [rankings[system][i] for i in members], subset).recall[5]:.3f}" for system in SLICE_SYSTEMS]
+        scores = {system: score(system, [rankings[system][i] for i in members], subset) for system in SLICE_SYSTEMS}
+        cells = [f"{scores[system].recall[5]:.3f}" for system in SLICE_SYSTEMS] + [f"{scores['hybrid'].complete:.3f}"]
         lines.append(f"| {name} | {len(members)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def render(scores: Sequence[RetrievalScore], tools: int) -> str:
     lines = [
-        "| system | queries | tools | recall@1 | recall@5 | recall@10 | MRR |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| system | queries | tools | recall@1 | recall@5 | recall@10 | MRR | every needed tool in the top 5 |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for s in scores:
-        lines.append(f"| {s.system} | {s.queries} | {tools} | {s.recall[1]:.3f} | {s.recall[5]:.3f} | {s.recall[10]:.3f} | {s.mrr:.3f} |")
+        lines.append(
+            f"| {s.system} | {s.queries} | {tools} | {s.recall[1]:.3f} | {s.recall[5]:.3f} | {s.recall[10]:.3f} | {s.mrr:.3f} "
+            f"| {s.complete:.3f} |"
+        )
     return "\n".join(lines)
 
 

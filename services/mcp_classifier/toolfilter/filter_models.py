@@ -99,6 +99,8 @@ class ToolFilterAnswer(BaseModel):
     total: int
     kept: int
     scores: list[float] | SkipJsonSchema[None] = None  # when filtered: each kept tool's cosine
+    confidences: list[float] | SkipJsonSchema[None] = None  # when filtered: the probability the request needs each kept tool
+    needs: int | SkipJsonSchema[None] = None  # when filtered: the separate asks found in the request
     reason: str | SkipJsonSchema[None] = None  # when not: why the filter failed open
 
 

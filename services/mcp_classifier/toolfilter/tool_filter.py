@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -24,7 +24,8 @@ from .filter_models import DEFAULT_TOP_K, parse_feedback, parse_request
 from .past_queries import PastQueries, PastQueryStore, lift, merged, of_examples
 from .query_clauses import request_clauses
 from .query_identifiers import keyword_query
-from .tool_ranking import LexicalIndexes, ToolRanking, hybrid_order, tool_examples, tool_fields, tool_texts
+from .tool_confidence import tool_confidences
+from .tool_ranking import LexicalIndexes, ToolRanking, embedding_ranking, hybrid_ranking, tool_examples, tool_fields, tool_texts
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,8 @@ class Selection:
     total: int
     filtered: bool
     reason: str | None = None
+    confidences: list[float] = field(default_factory=list)  # of each selected tool: the probability it is needed (tool_confidence)
+    needs: int = 1  # the separate asks found in the request (query_clauses), each ranked for
 
 
 def tool_name(tool: dict[str, Any]) -> str:
@@ -170,12 +173,16 @@ class ToolFilter:
         served = cosines if lifted is None else lifted  # the scores and the threshold: as past requests lifted them
         if hybrid:
             lexical = np.vstack([self.lexical.scores([full for _, full in texts], keyword_query(part)) for part in parts])
-            order = hybrid_order(cosines, lexical, self.lexical_weight, lifted)
+            ranked = hybrid_ranking(cosines, lexical, self.lexical_weight, lifted)
         else:
-            order = sorted(range(len(tools)), key=lambda i: (-float(served[0, i]), i))  # stable on ties
+            ranked = embedding_ranking(cosines, lifted)
         scores = served.max(axis=0)  # a tool's cosine to the request, or to the part of it that it serves
-        kept = [i for i in order if scores[i] >= threshold][:top_k]
-        return Selection(kept, [float(scores[i]) for i in kept], len(tools), True)
+        kept = [i for i in ranked.order if scores[i] >= threshold][:top_k]
+        asks = max(1, len(parts) - 1)  # the request alone, or each of its parts
+        confidences = tool_confidences(ranked, asks, self.ranking)
+        return Selection(
+            kept, [float(scores[i]) for i in kept], len(tools), True, confidences=[float(confidences[i]) for i in kept], needs=asks
+        )
 
     async def _kept_feedback(self, summaries: Sequence[str]) -> PastQueries | None:
         """The past requests kept for these tools; None with feedback off, and when the store fails (ranked as without)."""
@@ -236,13 +243,18 @@ def register_tool_filter(registry: ToolRegistry, tool_filter: ToolFilter) -> Non
         tools = asked.tools
         selection = await tool_filter.select(asked.query, tools, asked.top_k, asked.threshold)
         out: dict[str, Any] = {
-            "tools": [{"name": tool_name(tools[i]), "score": s} for i, s in zip(selection.indices, selection.scores)]
+            "tools": [
+                {"name": tool_name(tools[i]), "score": s, "confidence": c}
+                for i, s, c in zip(selection.indices, selection.scores, selection.confidences)
+            ]
             if selection.filtered
             else [{"name": tool_name(t)} for t in tools],
             "filtered": selection.filtered,
             "total": selection.total,
             "kept": len(selection.indices),
         }
+        if selection.filtered:
+            out["needs"] = selection.needs
         if selection.reason:
             out["reason"] = selection.reason
         return out
@@ -253,15 +265,29 @@ def register_tool_filter(registry: ToolRegistry, tool_filter: ToolFilter) -> Non
             title="Select relevant tools",
             description="Rank a tool list (MCP or OpenAI tools) against a query, or the last user message of `messages`, "
             "and return the names of the top_k tools whose cosine similarity is at least threshold, best first, with "
-            "their scores. If the embedding backend fails, every tool is returned with filtered=false and the reason.",
+            "their scores, the probability that the request needs each (confidence), and how many separate asks it "
+            "found (needs). If the embedding backend fails, every tool is returned with filtered=false and the reason.",
             input_schema=select_tools_schema(tool_filter.max_tools, tool_filter.default_threshold),
             output_schema={
                 "type": "object",
                 "properties": {
                     "tools": {
                         "type": "array",
-                        "items": {"type": "object", "properties": {"name": {"type": "string"}, "score": {"type": "number"}}},
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "name": {"type": "string"},
+                                "score": {"type": "number", "description": "cosine similarity: what the threshold cuts"},
+                                "confidence": {
+                                    "type": "number",
+                                    "minimum": 0,
+                                    "maximum": 1,
+                                    "description": "the probability that the request needs this tool",
+                                },
+                            },
+                        },
                     },
+                    "needs": {"type": "integer", "minimum": 1, "description": "separate asks found in the request, each ranked for"},
                     "filtered": {"type": "boolean"},
                     "total": {"type": "integer"},
                     "kept": {"type": "integer"},

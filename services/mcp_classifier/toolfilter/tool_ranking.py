@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 from rank_bm25 import BM25Okapi
@@ -128,11 +128,31 @@ def interleave(orders: Sequence[Sequence[int]], lead: int = WHOLE_REQUEST_LEAD) 
     return list(merged)
 
 
-def hybrid_order(cosines: np.ndarray, lexical: np.ndarray, lexical_weight: float, lifted: np.ndarray | None = None) -> list[int]:
-    """Tool indices best first. Rows: the whole request, then its parts (query_clauses); one column per tool.
-    ``lifted``: the cosines with the past requests' lift (fuse)."""
+class Ranked(NamedTuple):
+    """A tool list in order, and each tool's key: its best hybrid key over the request and its parts (z units)."""
+
+    order: list[int]
+    keys: np.ndarray
+
+
+def hybrid_ranking(cosines: np.ndarray, lexical: np.ndarray, lexical_weight: float, lifted: np.ndarray | None = None) -> Ranked:
+    """Tool indices best first, with their keys. Rows: the whole request, then its parts (query_clauses); one column
+    per tool. ``lifted``: the cosines with the past requests' lift (fuse)."""
     fused = fuse(cosines, lexical, lexical_weight, lifted)
-    return interleave([np.argsort(-row, kind="stable").tolist() for row in fused])
+    return Ranked(interleave([np.argsort(-row, kind="stable").tolist() for row in fused]), fused.max(axis=0))
+
+
+def hybrid_order(cosines: np.ndarray, lexical: np.ndarray, lexical_weight: float, lifted: np.ndarray | None = None) -> list[int]:
+    """hybrid_ranking's order alone."""
+    return hybrid_ranking(cosines, lexical, lexical_weight, lifted).order
+
+
+def embedding_ranking(cosines: np.ndarray, lifted: np.ndarray | None = None) -> Ranked:
+    """The pure cosine order of the whole request (row 0; as past requests lifted it), stable on ties; keys are those
+    cosines in the plain cosines' z units (fuse says why)."""
+    served = cosines if lifted is None else lifted
+    order = sorted(range(cosines.shape[1]), key=lambda i: (-float(served[0, i]), i))
+    return Ranked(order, zscores_like(served[:1], cosines[:1])[0])
 
 
 class LexicalIndexes:

@@ -315,7 +315,7 @@ def _add_tool_filter_route(app: FastAPI, tool_filter: ToolFilter, max_body_bytes
         payload: dict[str, Any] = {"tools": kept, "filtered": selection.filtered, "total": selection.total, "kept": len(kept)}
         headers = {"X-Tool-Filter": f"{selection.total}->{len(kept)}", "X-Tool-Filter-Status": "filtered"}
         if selection.filtered:
-            payload["scores"] = selection.scores
+            payload.update(scores=selection.scores, confidences=selection.confidences, needs=selection.needs)
         else:
             payload["reason"] = selection.reason
             headers["X-Tool-Filter-Status"] = "unfiltered"
