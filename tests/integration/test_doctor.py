@@ -14,6 +14,7 @@ from mcp_classifier.classify.index import category_texts
 from mcp_classifier.cli import main
 from mcp_classifier.engine.encoder import TextEncoder
 from mcp_classifier.evaluation.doctor import TokenVectors, diagnose, render
+from mcp_classifier.evaluation.near_misses import BACKGROUND, BUILT
 
 CATEGORIES = {
     "categories": [
@@ -143,3 +144,22 @@ def test_doctor_scores_null_labels_as_eval_does_and_names_the_small_categories(t
     assert (figures["in_scope_n"], figures["out_of_scope_n"]) == (24, 30)
     missed = {e["text"] for e in report["query_scope"]["wrong_side"] if e["expected"] == "(out of scope)"}
     assert len(missed) == round(30 * (1 - figures["out_of_scope_recall"]))
+
+
+def test_doctor_proposes_near_misses_built_from_the_bank_files_own_words(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A bank file's first draft: doctor lists, per category, off-topic texts near it with the in-scope probability the
+    classifier gives each, among them near misses built from the category's own words ("... loan ..." for loans)
+    that the classifier takes in scope: the kind a user copies into out_of_scope_examples."""
+    code = main(["doctor", "--categories-file", str(SMALL_BANK / "categories.yaml"), "--out", str(tmp_path / "doctor")])
+    done = capsys.readouterr()
+    assert code == 0, done.err[-2000:]
+    assert "## Candidate out-of-scope examples" in done.out
+    candidates = json.loads((tmp_path / "doctor" / "doctor.json").read_text())["candidates"]
+    built = [c for c in candidates if c["source"] == BUILT]
+    assert {c["category"] for c in built} == {"balance", "transfers", "cards", "loans"}
+    assert {c["source"] for c in candidates} == {BUILT, BACKGROUND}
+    assert any("loan" in c["text"] and c["category"] == "loans" for c in built)
+    assert any(c["in_scope_probability"] >= 0.5 for c in built)  # near misses the fit alone lets through
+    assert all(0.0 <= c["in_scope_probability"] <= 1.0 for c in candidates)
+    for c in candidates:
+        assert f"| {c['category']} | {c['text']} | {c['source']} |" in done.out

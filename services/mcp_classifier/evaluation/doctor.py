@@ -9,7 +9,9 @@ examples would get:
 - where more examples would help most: the categories with the lowest out-of-fold recall, and
   the neighbour that takes their examples;
 - expected accuracy and ECE;
-- the categories with too few examples to fit their own out-of-scope threshold, and how many to add.
+- the categories with too few examples to fit their own out-of-scope threshold, and how many to add;
+- candidate out-of-scope examples per category (near_misses.py): background queries and queries built from the
+  file's own words that sit nearest to it, with the in-scope probability the classifier gives each.
 With labelled queries it also classifies them with the scorer fitted on every example, and reports what the
 served classifier does with them as eval does: a query labelled null is out of scope, and the figures say how
 many of those were answered out of scope and how many of the others in scope with the right category.
@@ -28,11 +30,12 @@ import numpy as np
 from ..classify.categories import CategoryConfig
 from ..classify.fusion import LexicalMode, fit_category_scorer
 from ..classify.index import category_texts
-from ..classify.scope import SMALL_CATEGORY_EXAMPLES
+from ..classify.scope import IN_SCOPE_PROBABILITY, SMALL_CATEGORY_EXAMPLES
 from ..classify.scorers import ScoringMethod, centroids, stratified_folds
 from ..classify.token_match import CategoryTokens, TokenSet
 from .dataset import OUT_OF_SCOPE
 from .metrics import Prediction, calibrated_ece, expected_calibration_error, scope_metrics
+from .near_misses import Candidate
 
 MIN_FOLDS, MAX_FOLDS = 2, 5
 
@@ -98,6 +101,9 @@ class Diagnosis:
     query_scope: dict[str, Any] | None = None
     # in file order, the categories with fewer than SMALL_CATEGORY_EXAMPLES examples: name, examples, add (how many more)
     small: list[dict[str, Any]] = field(default_factory=list)
+    # per category, texts near it that are likely out of scope, riskiest first (near_misses.propose): to copy into
+    # out_of_scope_examples the ones that really are not the file's
+    candidates: list[Candidate] = field(default_factory=list)
 
     @property
     def flagged_pairs(self) -> list[Pair]:
@@ -274,6 +280,7 @@ def render(d: Diagnosis) -> str:
             lines.append(
                 f"| {name} | {c['threshold']:.3f} | {c['expected_coverage']:.0%} | {'yes' if c['from_file'] else ''} | {verdict} |"
             )
+    lines += _render_candidates(d)
     lines += ["", f"## Examples that vote for another category ({len(d.misvotes)})", ""]
     if d.misvotes:
         lines += ["| example | its category | classified as | confidence |", "|---|---|---|---:|"]
@@ -329,6 +336,34 @@ def _render_small(d: Diagnosis) -> list[str]:
     lines.append(f"Under {SMALL_CATEGORY_EXAMPLES} examples a category's {why}. Add examples that say what its queries look like:")
     lines += ["", "| category | examples | add at least |", "|---|---:|---:|"]
     lines += [f"| {s['name']} | {s['examples']} | {s['add']} |" for s in d.small]
+    return lines
+
+
+def _render_candidates(d: Diagnosis) -> list[str]:
+    """Texts near each category that are likely off-topic: the ones the classifier takes in scope are near misses the
+    fit misses; the user copies those that really are not theirs into out_of_scope_examples."""
+    if not d.candidates:
+        return []
+    passing = sum(c.in_scope_probability >= IN_SCOPE_PROBABILITY for c in d.candidates)
+    lines = [
+        "",
+        "## Candidate out-of-scope examples",
+        "",
+        "Off-topic texts nearest to each category: generic ones from the packaged background set, and ones built from "
+        "the category's own words in frames about something else. The in-scope probability is the classifier's as "
+        f"served; {passing} of {len(d.candidates)} would be taken in scope (at or above {IN_SCOPE_PROBABILITY:g}). Copy "
+        "the ones that are really not yours, or your own like them, under `out_of_scope_examples:`. A text that is "
+        "yours after all (a broad file may own a background question about its subject) is better added as an example.",
+        "",
+        "| category | candidate | source | in-scope probability |",
+        "|---|---|---|---:|",
+    ]
+    lines += [
+        f"| {c.category} | {c.text.replace('|', '/')} | {c.source} | {c.in_scope_probability:.2f}"
+        + (" (in scope)" if c.in_scope_probability >= IN_SCOPE_PROBABILITY else "")
+        + " |"
+        for c in d.candidates
+    ]
     return lines
 
 
