@@ -22,7 +22,7 @@ from ..classify.scope import background_queries
 from ..settings import Settings
 from ..toolfilter.tool_filter import DEFAULT_THRESHOLD, DEFAULT_TOP_K, default_threshold_for
 from . import doctor, near_misses, tool_retrieval
-from .dataset import OUT_OF_SCOPE, DatasetError, LabelledQuery, load_dataset
+from .dataset import OUT_OF_SCOPE, DatasetError, LabelledQuery, accepted_labels, load_dataset
 from .systems import predict_local
 
 if TYPE_CHECKING:
@@ -97,7 +97,8 @@ def _diagnose(
     if queries:
         texts = [q.text for q in queries]
         answers = predict_local(classifier.classify, texts, settings.batching.batch_size)
-        diagnosis.query_scope = doctor.query_scope([q.category for q in queries], texts, answers)
+        truth = accepted_labels(queries, [answer.category for answer in answers])  # as eval scores them
+        diagnosis.query_scope = doctor.query_scope(truth, texts, answers)
     return diagnosis, example_vectors, description_vectors
 
 

@@ -1,7 +1,8 @@
 """Labelled queries from JSONL or CSV: text, category, and optionally expected_use_reasoning and a tag.
 
 The category may be written `label`; null (JSON) or `null` (CSV) marks a query that fits none of the
-categories, which the service should answer out of scope.
+categories, which the service should answer out of scope. `also` names other categories a query is about too
+(a query about two topics): an answer naming one of them counts as right, as its own label does.
 
 The tag (a `style` or `tag` column: chat, terse, noisy, multi-topic, ...) lets eval report accuracy per
 kind of traffic, where one overall figure hides the weak spot.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +30,7 @@ class LabelledQuery:
     category: str
     expected_use_reasoning: bool | None = None
     tag: str | None = None
+    also: tuple[str, ...] = ()  # other categories the query is about too: an answer naming one of them is right
 
 
 _TRUE = {"true", "1", "yes", "y"}
@@ -45,6 +48,24 @@ def _flag(value: object, where: str) -> bool | None:
     if text in _FALSE:
         return False
     raise DatasetError(f"{where}: expected_use_reasoning must be true/false, got {value!r}")
+
+
+def _also(value: object, where: str) -> tuple[str, ...]:
+    """`also`: a second category (a query about two topics), a list of them, or none; a CSV cell may list them
+    separated by "|"."""
+    if value is None or value == "":
+        return ()
+    if isinstance(value, str):
+        return tuple(part.strip() for part in value.split("|") if part.strip())
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(v.strip() for v in value if v.strip())
+    raise DatasetError(f"{where}: `also` must be a category name or a list of them")
+
+
+def accepted_labels(queries: Sequence[LabelledQuery], predicted: Sequence[str]) -> list[str]:
+    """Each query's label as scored: the category answered when it is one of the query's `also` categories (a
+    query about two topics is answered right by either), else its own label."""
+    return [answer if answer in query.also else query.category for query, answer in zip(queries, predicted)]
 
 
 def load_dataset(path: Path) -> list[LabelledQuery]:
@@ -79,7 +100,8 @@ def load_dataset(path: Path) -> list[LabelledQuery]:
         elif not category:
             raise DatasetError(f"{where}: row has text but no category (null marks an out-of-scope query)")
         tag = str(row.get("tag") or row.get("style") or row.get("kind") or "").strip() or None
-        queries.append(LabelledQuery(text, category, _flag(row.get("expected_use_reasoning"), where), tag))
+        also = _also(row.get("also"), where) if category != OUT_OF_SCOPE else ()
+        queries.append(LabelledQuery(text, category, _flag(row.get("expected_use_reasoning"), where), tag, also))
     if not queries:
         raise DatasetError(f"{path}: no labelled rows found")
     return queries
