@@ -136,6 +136,10 @@ def test_doctor_scores_null_labels_as_eval_does_and_names_the_small_categories(t
     assert report["small"] == [{"name": n, "examples": 3, "add": 2} for n in ("balance", "transfers", "cards", "loans")]
     for name in ("balance", "transfers", "cards", "loans"):
         assert f"| {name} | 3 | 2 |" in done.out
+    # what the in-scope check costs a query like the file's own: the figure /health shows, and the threshold it implies
+    typical = report["scope"]["typical_in_scope_probability"]
+    assert 0.5 < typical < 1.0 and f"their typical in-scope probability {typical:.2f}." in done.out
+    assert f"a category probability under {0.5 / typical:.2f} falls back" in done.out
     assert main(["eval", "--data", str(queries), "--categories-file", str(categories), "--out", str(tmp_path / "eval")]) == 0
     capsys.readouterr()
     (evaluation,) = json.loads((tmp_path / "eval" / "report.json").read_text())

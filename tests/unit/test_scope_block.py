@@ -43,3 +43,15 @@ def test_a_file_with_detection_on_shows_its_fitted_figures() -> None:
     assert scope["expected_out_of_scope_recall"] == 0.75 and scope["expected_coverage"] == 0.85 and scope["negatives"] == 40
     assert scope["categories"]["a"]["threshold"] == 0.41 and scope["categories"]["b"]["from_file"] is True
     assert set(scope) == set(public_scope(None, ["a", "b"], detect=False)), "the same keys whether detection is on or off"
+    assert set(scope["categories"]["a"]) == set(public_scope(None, ["a"], detect=False)["categories"]["a"])
+    assert scope["typical_in_scope_probability"] is None  # a fit that does not say
+
+
+def test_the_typical_in_scope_probability_is_each_categorys_and_their_median() -> None:
+    stats = ScopeStats((0.4, 0.3, 0.2), (1.0, 1.0, 1.0), 0.9, 50, (False,) * 3, typical=(0.7, 0.8, 0.95))
+    scope = public_scope(stats, ["a", "b", "c"], detect=True)
+    assert scope["typical_in_scope_probability"] == 0.8
+    assert [c["typical_in_scope_probability"] for c in scope["categories"].values()] == [0.7, 0.8, 0.95]
+    assert ScopeStats.from_dict(stats.to_dict()) == stats  # kept in the start cache as it was fitted
+    off = public_scope(None, ["a"], detect=False)
+    assert off["typical_in_scope_probability"] == 1.0 and off["categories"]["a"]["typical_in_scope_probability"] == 1.0

@@ -171,6 +171,7 @@ def fit_scope(
         negatives=int(len(negatives)),
         overridden=overridden,
         leaks=_leaks(negative_sims, negative_p, n_categories),
+        typical=tuple(float(np.median(positive_p[labels == c])) if (labels == c).any() else 1.0 for c in range(n_categories)),
     )
     return ScopeModel(example_vectors, labels, description_vectors, negatives, centres, weights, bias, stats)
 

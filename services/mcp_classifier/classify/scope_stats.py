@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from statistics import median
 from typing import Any
 
 LOOSE_LEAK_SHARE = 0.1
@@ -19,19 +20,36 @@ class ScopeStats:
     overridden: tuple[bool, ...]  # per category: the threshold came from the file, not the fit
     # per category: of the off-topic texts nearest to it, the share it would still take in scope
     leaks: tuple[float, ...] = ()
+    # per category: the median in-scope probability of its own examples (each left out). Every answer's confidence is
+    # multiplied by the in-scope probability, so a query like the file's own loses about this share of it: near 1, the
+    # check costs in-domain traffic nothing; at 0.8 (a broad file), a router's threshold of 0.5 drops more of it.
+    typical: tuple[float, ...] = ()
 
     def loose(self, index: int) -> bool:
         """A threshold that lets through a tenth or more of the off-topic texts nearest to its category."""
         return bool(self.leaks) and self.leaks[index] >= LOOSE_LEAK_SHARE
 
+    def typical_in_scope(self) -> float | None:
+        """The median over categories of their examples' median in-scope probability; None for a fit saved without it."""
+        return float(median(self.typical)) if self.typical else None
+
     def to_public(self, names: list[str]) -> dict[str, Any]:
+        overall = self.typical_in_scope()
+        typical = self.typical or (None,) * len(names)
         return {
             "expected_out_of_scope_recall": round(self.out_of_scope_recall, 4),
             "expected_coverage": round(sum(self.coverage) / max(len(self.coverage), 1), 4),
+            "typical_in_scope_probability": None if overall is None else round(overall, 4),
             "negatives": self.negatives,
             "categories": {
-                name: {"threshold": round(t, 4), "expected_coverage": round(c, 4), "from_file": o, "loose": self.loose(i)}
-                for i, (name, t, c, o) in enumerate(zip(names, self.thresholds, self.coverage, self.overridden))
+                name: {
+                    "threshold": round(t, 4),
+                    "expected_coverage": round(c, 4),
+                    "typical_in_scope_probability": None if y is None else round(y, 4),
+                    "from_file": o,
+                    "loose": self.loose(i),
+                }
+                for i, (name, t, c, y, o) in enumerate(zip(names, self.thresholds, self.coverage, typical, self.overridden))
             },
         }
 
@@ -43,6 +61,7 @@ class ScopeStats:
             "negatives": self.negatives,
             "overridden": list(self.overridden),
             "leaks": list(self.leaks),
+            "typical": list(self.typical),
         }
 
     @classmethod
@@ -54,6 +73,7 @@ class ScopeStats:
             negatives=int(data["negatives"]),
             overridden=tuple(bool(o) for o in data["overridden"]),
             leaks=tuple(float(x) for x in data.get("leaks", ())),
+            typical=tuple(float(x) for x in data.get("typical", ())),
         )
 
 
@@ -70,7 +90,11 @@ def public_scope(stats: ScopeStats | None, names: list[str], detect: bool) -> di
             "detect_out_of_scope": False,
             "expected_out_of_scope_recall": 0.0,
             "expected_coverage": 1.0,
+            "typical_in_scope_probability": 1.0,
             "negatives": 0,
-            "categories": {name: {"threshold": None, "expected_coverage": 1.0, "from_file": False, "loose": False} for name in names},
+            "categories": {
+                name: {"threshold": None, "expected_coverage": 1.0, "typical_in_scope_probability": 1.0, "from_file": False, "loose": False}
+                for name in names
+            },
         }
     return {"detect_out_of_scope": True, **(stats.to_public(names) if stats is not None else {})}

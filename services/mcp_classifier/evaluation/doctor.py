@@ -261,25 +261,7 @@ def render(d: Diagnosis) -> str:
         first = weak[0]
         advice = f"Start with **{first.name}**: add examples that say how it differs"
         lines += ["", advice + (f" from **{first.taken_by}**." if first.taken_by else ".")]
-    if d.scope:
-        lines += [
-            "",
-            "## Out-of-scope thresholds",
-            "",
-            f"Expected out-of-scope recall {d.scope['expected_out_of_scope_recall']:.0%} on {d.scope['negatives']} off-topic texts; "
-            f"expected coverage of your own examples {d.scope['expected_coverage']:.0%}.",
-            "",
-            "| category | threshold (similarity) | own examples kept in scope | from the file | verdict |",
-            "|---|---:|---:|---|---|",
-        ]
-        small = {s["name"]: s for s in d.small}
-        for name, c in d.scope["categories"].items():
-            verdict = "loose: off-topic text near it passes; add out_of_scope_examples or raise its threshold" if c["loose"] else ""
-            if name in small and not c["from_file"]:
-                verdict = "; ".join(filter(None, [f"too few examples, partly borrowed (above): add {small[name]['add']}", verdict]))
-            lines.append(
-                f"| {name} | {c['threshold']:.3f} | {c['expected_coverage']:.0%} | {'yes' if c['from_file'] else ''} | {verdict} |"
-            )
+    lines += _render_scope(d)
     lines += _render_candidates(d)
     lines += ["", f"## Examples that vote for another category ({len(d.misvotes)})", ""]
     if d.misvotes:
@@ -327,15 +309,54 @@ def _render_small(d: Diagnosis) -> list[str]:
     if not d.small:
         return []
     why = (
-        "its own similarities are too few points to fit its out-of-scope threshold, so it borrows the spread of the file's "
+        "own similarities are too few points to fit its out-of-scope threshold, so it borrows the spread of the file's "
         "larger categories (or, where every category is small, of the off-topic set), as if the missing examples were typical"
         if d.scope
-        else "its figures rest on too few points"
+        else "figures rest on too few points"
     )
     lines = ["", "## Categories with too few examples", ""]
-    lines.append(f"Under {SMALL_CATEGORY_EXAMPLES} examples a category's {why}. Add examples that say what its queries look like:")
+    lines.append(f"Under {SMALL_CATEGORY_EXAMPLES} examples, a category's {why}. Add examples that say what its queries look like:")
     lines += ["", "| category | examples | add at least |", "|---|---:|---:|"]
     lines += [f"| {s['name']} | {s['examples']} | {s['add']} |" for s in d.small]
+    return lines
+
+
+def _render_scope(d: Diagnosis) -> list[str]:
+    """The out-of-scope fit as served: thresholds, the share and typical in-scope probability of the file's own examples."""
+    if not d.scope:
+        return []
+    typical = d.scope.get("typical_in_scope_probability")
+    lines = [
+        "",
+        "## Out-of-scope thresholds",
+        "",
+        f"Expected out-of-scope recall {d.scope['expected_out_of_scope_recall']:.0%} on {d.scope['negatives']} off-topic texts; "
+        f"expected coverage of your own examples {d.scope['expected_coverage']:.0%}"
+        + (f"; their typical in-scope probability {typical:.2f}." if typical is not None else "."),
+    ]
+    if typical is not None:
+        lines += [
+            "",
+            f"Every answer's confidence is the category's probability times the in-scope probability: a query like your own "
+            f"examples keeps about {typical:.2f} of its category's probability, so at a router threshold of 0.5 a category "
+            f"probability under {min(0.5 / typical, 1.0):.2f} falls back. That is the price of catching off-topic traffic; "
+            "if none of your traffic is off-topic, `detect_out_of_scope: false` keeps every confidence whole.",
+        ]
+    lines += [
+        "",
+        "| category | threshold (similarity) | own examples kept in scope | typical in-scope probability | from the file | verdict |",
+        "|---|---:|---:|---:|---|---|",
+    ]
+    small = {s["name"]: s for s in d.small}
+    for name, c in d.scope["categories"].items():
+        verdict = "loose: off-topic text near it passes; add out_of_scope_examples or raise its threshold" if c["loose"] else ""
+        if name in small and not c["from_file"]:
+            verdict = "; ".join(filter(None, [f"too few examples, partly borrowed (above): add {small[name]['add']}", verdict]))
+        category_typical = c.get("typical_in_scope_probability")
+        lines.append(
+            f"| {name} | {c['threshold']:.3f} | {c['expected_coverage']:.0%} | "
+            f"{'' if category_typical is None else f'{category_typical:.2f}'} | {'yes' if c['from_file'] else ''} | {verdict} |"
+        )
     return lines
 
 
