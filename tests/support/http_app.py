@@ -19,6 +19,8 @@ from mcp_classifier.toolfilter.tool_filter import ToolFilter
 from mcp_classifier.transports.http import DoorLifecycle, HttpDoorParts, create_app
 from mcp_classifier.transports.openai_embeddings import EmbeddingsOptions
 from mcp_classifier.transports.sse import SseSessions, local_sessions
+from mcp_classifier.wiring import build_dispatcher, build_tool_filter
+from tests.support import DEFAULT_MAX_BODY_BYTES
 
 
 def gateway_app(
@@ -48,3 +50,11 @@ def gateway_app(
         embeddings=embeddings or EmbeddingsOptions(),
     )
     return create_app(parts)
+
+
+def tool_filter_app(settings: Settings, backend: ClassificationBackend, metrics: GatewayMetrics | None = None) -> FastAPI:
+    """The app with the tool filter ``settings`` build over ``backend`` (as wiring builds it), its dispatcher serving
+    select_tools: the tool filter's tests' gateway."""
+    tool_filter = build_tool_filter(settings, backend)
+    dispatcher = build_dispatcher(settings, backend, tool_filter)
+    return gateway_app(dispatcher, backend, max_body_bytes=DEFAULT_MAX_BODY_BYTES, tool_filter=tool_filter, metrics=metrics)

@@ -16,11 +16,9 @@ from fastapi.routing import APIWebSocketRoute
 from starlette.routing import Route
 
 from mcp_classifier.settings import Settings
-from mcp_classifier.wiring import build_dispatcher, build_tool_filter
-from tests.support import DEFAULT_MAX_BODY_BYTES
 from tests.support.asgi_client import asgi_client
 from tests.support.fake_backend import FakeBackend
-from tests.support.http_app import gateway_app
+from tests.support.http_app import tool_filter_app
 
 NOT_OPERATIONS = {
     ("GET", "/openapi.json"): "the document itself",
@@ -32,12 +30,7 @@ WEBSOCKET_ROUTES = {"/ws": "a WebSocket: OpenAPI describes HTTP operations, and 
 
 @pytest.fixture(scope="module")
 def app() -> FastAPI:
-    backend = FakeBackend()
-    settings = Settings()
-    tool_filter = build_tool_filter(settings, backend)
-    return gateway_app(
-        build_dispatcher(settings, backend, tool_filter), backend, max_body_bytes=DEFAULT_MAX_BODY_BYTES, tool_filter=tool_filter
-    )
+    return tool_filter_app(Settings(), FakeBackend())
 
 
 @pytest.fixture(scope="module")

@@ -26,10 +26,8 @@ from starlette.routing import Match, Route
 
 from mcp_classifier.cli import build_parser, settings_from_args
 from mcp_classifier.settings import Settings
-from mcp_classifier.wiring import build_dispatcher, build_tool_filter
-from tests.support import DEFAULT_MAX_BODY_BYTES
 from tests.support.fake_backend import FakeBackend
-from tests.support.http_app import gateway_app
+from tests.support.http_app import tool_filter_app
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "router-config.md"
@@ -289,12 +287,7 @@ def category_of(name: str, label: str) -> dict[str, Any]:
 # ---- this app
 @pytest.fixture(scope="module")
 def app() -> FastAPI:
-    backend = FakeBackend()
-    settings = Settings()
-    tool_filter = build_tool_filter(settings, backend)
-    return gateway_app(
-        build_dispatcher(settings, backend, tool_filter), backend, max_body_bytes=DEFAULT_MAX_BODY_BYTES, tool_filter=tool_filter
-    )
+    return tool_filter_app(Settings(), FakeBackend())
 
 
 def serves(app: FastAPI, method: str, path: str) -> bool:

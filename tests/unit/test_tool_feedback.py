@@ -19,11 +19,9 @@ from mcp_classifier.settings import Settings
 from mcp_classifier.telemetry import GatewayMetrics
 from mcp_classifier.toolfilter.past_queries import PastQueries, lift
 from mcp_classifier.toolfilter.tool_filter import PastQueryOptions, ToolFilter, tool_name
-from mcp_classifier.wiring import build_dispatcher, build_tool_filter
-from tests.support import DEFAULT_MAX_BODY_BYTES
 from tests.support.asgi_client import asgi_client
 from tests.support.fake_backend import FakeBackend, bag_of_words_vector
-from tests.support.http_app import gateway_app
+from tests.support.http_app import tool_filter_app
 
 TOOLS = [
     {"name": "weather__forecast", "description": "Weather forecast for a city: temperature and wind."},
@@ -52,16 +50,8 @@ def _ranked(client: httpx.Client, tools: list[dict[str, Any]], query: str = QUER
 def gateway(request: pytest.FixtureRequest) -> Iterator[tuple[httpx.Client, GatewayMetrics]]:
     """A gateway with feedback on (no Redis: the in-process store), or with the settings the test's param names."""
     overrides = getattr(request, "param", {"tool_feedback": True})
-    backend, settings, metrics = FakeBackend(), Settings(**overrides), GatewayMetrics()
-    tool_filter = build_tool_filter(settings, backend)
-    app = gateway_app(
-        build_dispatcher(settings, backend, tool_filter),
-        backend,
-        max_body_bytes=DEFAULT_MAX_BODY_BYTES,
-        tool_filter=tool_filter,
-        metrics=metrics,
-    )
-    with asgi_client(app) as client:
+    metrics = GatewayMetrics()
+    with asgi_client(tool_filter_app(Settings(**overrides), FakeBackend(), metrics)) as client:
         yield client, metrics
 
 
@@ -100,13 +90,7 @@ def test_feedback_lifts_the_called_tool_and_every_tool_without_history_keeps_its
 def test_with_no_history_the_ranking_is_exactly_the_one_without_the_feature() -> None:
     rankings = []
     for on in (False, True):
-        backend = FakeBackend()
-        settings = Settings(tool_feedback=on)
-        tool_filter = build_tool_filter(settings, backend)
-        app = gateway_app(
-            build_dispatcher(settings, backend, tool_filter), backend, max_body_bytes=DEFAULT_MAX_BODY_BYTES, tool_filter=tool_filter
-        )
-        with asgi_client(app) as client:
+        with asgi_client(tool_filter_app(Settings(tool_feedback=on), FakeBackend())) as client:
             rankings.append(client.post("/v1/tools/filter", json=_filter_body(TOOLS, "share the file with the team")).json())
     assert rankings[0] == rankings[1]
 

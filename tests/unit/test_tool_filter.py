@@ -17,11 +17,9 @@ from mcp_classifier.cache.embeddings import ToolEmbeddings
 from mcp_classifier.settings import Settings
 from mcp_classifier.toolfilter.tool_filter import default_threshold_for
 from mcp_classifier.toolfilter.tool_ranking import tool_summary, tool_text
-from mcp_classifier.wiring import build_dispatcher, build_tool_filter
-from tests.support import DEFAULT_MAX_BODY_BYTES
 from tests.support.asgi_client import asgi_client
 from tests.support.fake_backend import FakeBackend, bag_of_words_vector
-from tests.support.http_app import gateway_app
+from tests.support.http_app import tool_filter_app
 
 TOOLS = [
     {"name": "weather__forecast", "description": "Weather forecast for a city: rain, temperature, wind.", "inputSchema": {"type": "object", "properties": {"city": {"type": "string", "description": "city name"}}}},
@@ -38,12 +36,7 @@ def many_tools(n: int) -> list[dict[str, Any]]:
 @pytest.fixture(params=["hybrid"])
 def setup(request: pytest.FixtureRequest) -> Any:
     backend = FakeBackend()
-    settings = Settings(tool_ranking=request.param)
-    tool_filter = build_tool_filter(settings, backend)
-    app = gateway_app(
-        build_dispatcher(settings, backend, tool_filter), backend, max_body_bytes=DEFAULT_MAX_BODY_BYTES, tool_filter=tool_filter
-    )
-    with asgi_client(app) as client:
+    with asgi_client(tool_filter_app(Settings(tool_ranking=request.param), backend)) as client:
         yield client, backend
 
 
@@ -265,12 +258,7 @@ def test_concurrent_tool_filter_queries_each_get_their_own_vector_and_share_mode
 
 
 def _gateway(settings: Settings) -> Any:
-    backend = FakeBackend()
-    tool_filter = build_tool_filter(settings, backend)
-    app = gateway_app(
-        build_dispatcher(settings, backend, tool_filter), backend, max_body_bytes=DEFAULT_MAX_BODY_BYTES, tool_filter=tool_filter
-    )
-    return asgi_client(app)
+    return asgi_client(tool_filter_app(settings, FakeBackend()))
 
 
 def _threshold_default(client: httpx.Client) -> float:

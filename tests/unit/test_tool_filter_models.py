@@ -17,11 +17,9 @@ from mcp_classifier.settings import Settings
 from mcp_classifier.toolfilter.filter_models import NOT_A_REQUEST, ToolFilterAnswer, ToolFilterRequest, parse_request
 from mcp_classifier.toolfilter.tool_filter import filter_arguments
 from mcp_classifier.transports.openapi import REF
-from mcp_classifier.wiring import build_dispatcher, build_tool_filter
-from tests.support import DEFAULT_MAX_BODY_BYTES
 from tests.support.asgi_client import asgi_client
 from tests.support.fake_backend import FakeBackend
-from tests.support.http_app import gateway_app
+from tests.support.http_app import tool_filter_app
 
 TOOLS = [{"name": "weather", "description": "Weather forecast for a city."}, {"name": "calendar", "description": "Meetings."}]
 HUGE = "q" * 50_000
@@ -30,12 +28,7 @@ HUGE = "q" * 50_000
 @pytest.fixture
 def app_and_backend() -> Any:
     backend = FakeBackend()
-    settings = Settings()
-    tool_filter = build_tool_filter(settings, backend)
-    app = gateway_app(
-        build_dispatcher(settings, backend, tool_filter), backend, max_body_bytes=DEFAULT_MAX_BODY_BYTES, tool_filter=tool_filter
-    )
-    return app, backend
+    return tool_filter_app(Settings(), backend), backend
 
 
 def test_null_means_not_given_and_a_whole_float_is_an_integer() -> None:
