@@ -26,7 +26,7 @@ import pytest
 from mcp_classifier.api.v1 import classifier_pb2 as pb
 from mcp_classifier.api.v1 import gateway_pb2 as gpb
 from mcp_classifier.api.v1 import gateway_pb2_grpc as gpb_grpc
-from tests.support import REPO_ROOT, wait_for
+from tests.support import REPO_ROOT, sse_data, wait_for
 from tests.support.processes import START_BUDGET, ServerProcess, start_server
 
 PACKAGED = REPO_ROOT / "services" / "mcp_classifier" / "data" / "classifiers"
@@ -126,17 +126,12 @@ def _websocket(url: str) -> Callable[[str], str]:
 def _legacy_sse(url: str) -> Callable[[str], str]:
     async def ask(name: str) -> str:
         async with httpx.AsyncClient(timeout=CALL_TIMEOUT_S) as client, client.stream("GET", f"{url}/sse") as stream:
-            lines = stream.aiter_lines()
-            endpoint = ""
-            async for line in lines:
-                if line.startswith("data: "):
-                    endpoint = line.removeprefix("data: ")
-                    break
+            events = sse_data(stream.aiter_lines())
+            endpoint = await anext(events, "")
             posted = await client.post(f"{url}{endpoint}", json=_tool_call(4, "classify_text", {"text": TEXTS[name], "classifier": name}))
             assert posted.status_code == 202
-            async for line in lines:
-                if line.startswith("data: "):
-                    return str(json.loads(line.removeprefix("data: "))["result"]["structuredContent"]["category"])
+            async for data in events:
+                return str(json.loads(data)["result"]["structuredContent"]["category"])
         raise AssertionError("the SSE stream ended without an answer")
 
     return lambda name: asyncio.run(asyncio.wait_for(ask(name), timeout=CALL_TIMEOUT_S))

@@ -23,7 +23,7 @@ import pytest
 
 from mcp_classifier.api.v1 import gateway_pb2 as gpb
 from mcp_classifier.api.v1 import gateway_pb2_grpc as gpb_grpc
-from tests.support import assert_valid_classification, wait_for
+from tests.support import assert_valid_classification, sse_data, wait_for
 from tests.support.categories import DEFAULT_FILE, FINANCE, write_with_finance
 from tests.support.processes import START_BUDGET, ServerProcess, start_server
 
@@ -122,12 +122,8 @@ def test_an_sse_stream_on_one_worker_gets_the_answers_to_posts_the_other_worker_
 
     async def run() -> tuple[int, set[int]]:
         async with httpx.AsyncClient(timeout=60) as stream_client, stream_client.stream("GET", f"{url}/sse") as stream:
-            lines = stream.aiter_lines()
-            endpoint = ""
-            async for line in lines:
-                if line.startswith("data: "):
-                    endpoint = line.removeprefix("data: ")
-                    break
+            events = sse_data(stream.aiter_lines())
+            endpoint = await anext(events, "")
             assert endpoint.startswith("/messages?sessionId=")
             sent = 0
             for request_id in range(MAX_TRIES):
@@ -138,11 +134,10 @@ def test_an_sse_stream_on_one_worker_gets_the_answers_to_posts_the_other_worker_
                 if len({line["pid"] for line in access_lines(gateway, "sse")}) == WORKERS:
                     break
             answered: set[int] = set()
-            async for line in lines:
-                if line.startswith("data: "):
-                    answered.add(json.loads(line.removeprefix("data: "))["id"])
-                    if len(answered) == sent:
-                        break
+            async for data in events:
+                answered.add(json.loads(data)["id"])
+                if len(answered) == sent:
+                    break
             return sent, answered
 
     sent, answered = asyncio.run(asyncio.wait_for(run(), timeout=300))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -68,3 +68,10 @@ def closed_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+async def sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:
+    """The data of each event in a legacy SSE stream's lines, in order: the endpoint first, then the answers."""
+    async for line in lines:
+        if line.startswith("data: "):
+            yield line.removeprefix("data: ")
