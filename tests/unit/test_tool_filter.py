@@ -241,11 +241,11 @@ def test_concurrent_tool_filter_queries_each_get_their_own_vector_and_share_mode
         await backend.start()
         embeddings = ToolEmbeddings(backend, None, capacity=100, ttl_s=60)
         try:
-            *vectors, both = await asyncio.gather(*(embeddings.query(q) for q in queries), embeddings.queries(parts))
+            *singles, both = await asyncio.gather(*(embeddings.queries([q]) for q in queries), embeddings.queries(parts))
         finally:
             await embeddings.close()
             await backend.close()
-        return model, vectors, both
+        return model, [single[0] for single in singles], both
 
     model, vectors, both = asyncio.run(scenario())
     for query, vector in zip(queries, vectors):

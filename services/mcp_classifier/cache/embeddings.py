@@ -71,10 +71,6 @@ class ToolEmbeddings:
         """Nothing of its own to start (a lifecycle service for close and /health): the backend and the Redis link
         are started by their owners."""
 
-    async def query(self, text: str) -> np.ndarray:
-        """One query's vector; the backend gathers queries asked at the same time into one model call."""
-        return (await self.queries([text]))[0]
-
     async def queries(self, texts: Sequence[str]) -> np.ndarray:
         """Several queries (a request and its parts) in one backend embed call, which joins other callers' short ones."""
         return np.asarray(await self.backend.embed(list(texts), "query"), dtype=np.float32)

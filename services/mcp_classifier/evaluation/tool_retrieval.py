@@ -18,7 +18,7 @@ import numpy as np
 
 from ..protocol.tools import ToolError
 from ..toolfilter.past_queries import PastQueries, lift
-from ..toolfilter.query_clauses import request_clauses
+from ..toolfilter.query_clauses import ask_count, request_clauses
 from ..toolfilter.query_identifiers import identifier_words, keyword_query
 from ..toolfilter.tool_confidence import tool_confidences
 from ..toolfilter.tool_ranking import (
@@ -160,17 +160,18 @@ def rank_all(
     own_words = bm25_scores(plain_texts, queries, max_chars, index)
     action_only = np.vstack([u[0] for u in unshaped])
     hybrid = [hybrid_ranking(c, lx, lexical_weight) for c, lx in zip(cosines, lexical)]
-    asks = [max(1, len(request) - 1) for request in parts]
+    embedding = [embedding_ranking(c[:1]) for c in cosines]  # the whole request's cosine order
+    asks = [ask_count(request[1:]) for request in parts]
     confidences: dict[ToolRanking, np.ndarray] = {
         "hybrid": np.vstack([tool_confidences(r, n, "hybrid") for r, n in zip(hybrid, asks)]),
-        "embedding": np.vstack([tool_confidences(embedding_ranking(c[:1]), 1, "embedding") for c in cosines]),
+        "embedding": np.vstack([tool_confidences(r, 1, "embedding") for r in embedding]),
     }
     rankings = {
         "hybrid": [[names[i] for i in r.order] for r in hybrid],
         "hybrid-whole": _ranked(names, fuse(whole_cosines, whole_lexical, lexical_weight)),
         "hybrid-plain": [[names[i] for i in hybrid_order(c, p, lexical_weight)] for c, p in zip(cosines, plain)],
         "hybrid-unshaped": [[names[i] for i in hybrid_order(c, u, lexical_weight)] for c, u in zip(cosines, unshaped)],
-        "embedding": _ranked(names, whole_cosines),
+        "embedding": [[names[i] for i in r.order] for r in embedding],
         "bm25": _ranked(names, own_words),
         "bm25-actions": _ranked(names, action_only),
     }

@@ -29,3 +29,8 @@ def request_clauses(query: str) -> list[str]:
     parts = [part.strip(" ,.") for part in _BOUNDARY.split(query) if part and part.strip(" ,.")]
     asks = [part for part in parts if len(part.split()) >= MIN_CLAUSE_WORDS]
     return asks[:MAX_CLAUSES] if len(asks) >= 2 else []
+
+
+def ask_count(clauses: list[str]) -> int:
+    """The separate asks a request stands for, from its clauses (request_clauses): each of them, or the request alone."""
+    return max(1, len(clauses))

@@ -22,7 +22,7 @@ import numpy as np
 from ..protocol.tools import Tool, ToolError, ToolRegistry
 from .filter_models import DEFAULT_TOP_K, parse_feedback, parse_request
 from .past_queries import PastQueries, PastQueryStore, lift, merged, of_examples
-from .query_clauses import request_clauses
+from .query_clauses import ask_count, request_clauses
 from .query_identifiers import keyword_query
 from .tool_confidence import tool_confidences
 from .tool_ranking import LexicalIndexes, ToolRanking, embedding_ranking, hybrid_ranking, tool_examples, tool_fields, tool_texts
@@ -48,7 +48,6 @@ class Embeddings(Protocol):
 
     async def documents(self, texts: Sequence[str]) -> np.ndarray: ...
     async def examples(self, texts: Sequence[str]) -> np.ndarray: ...
-    async def query(self, text: str) -> np.ndarray: ...
     async def queries(self, texts: Sequence[str]) -> np.ndarray: ...
     async def tool_ids(self, texts: Sequence[str]) -> list[str]: ...
 
@@ -178,7 +177,7 @@ class ToolFilter:
             ranked = embedding_ranking(cosines, lifted)
         scores = served.max(axis=0)  # a tool's cosine to the request, or to the part of it that it serves
         kept = [i for i in ranked.order if scores[i] >= threshold][:top_k]
-        asks = max(1, len(parts) - 1)  # the request alone, or each of its parts
+        asks = ask_count(parts[1:])
         confidences = tool_confidences(ranked, asks, self.ranking)
         return Selection(
             kept, [float(scores[i]) for i in kept], len(tools), True, confidences=[float(confidences[i]) for i in kept], needs=asks
