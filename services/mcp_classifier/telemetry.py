@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
-from typing import Protocol, TextIO
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Protocol, TextIO, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -131,6 +131,16 @@ class BatchingMirror:
             self._published[backend] = (counts, reading.total_texts)
 
 
+class HasStatus(Protocol):
+    """A route's response, as far as its metrics read it."""
+
+    @property
+    def status_code(self) -> int: ...
+
+
+Answered = TypeVar("Answered", bound=HasStatus)
+
+
 class GatewayMetrics:
     """One registry per app instance, so several apps in one process (tests) never collide."""
 
@@ -241,6 +251,13 @@ class GatewayMetrics:
     def observe(self, route: str, status: int, seconds: float) -> None:
         self.requests.labels(route, str(status)).inc()
         self.latency.labels(route).observe(seconds)
+
+    async def observed(self, route: str, answer: Awaitable[Answered]) -> Answered:
+        """Await a route's ``answer`` and write its request metrics: what every HTTP route does around its work."""
+        started = time.perf_counter()
+        response = await answer
+        self.observe(route, response.status_code, time.perf_counter() - started)
+        return response
 
     def render(self) -> bytes:
         """This process's metrics; with several gateway workers, the sum over all of them (their shared files)."""

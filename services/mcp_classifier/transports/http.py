@@ -4,7 +4,6 @@ readiness, metrics, /openapi.json."""
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -180,16 +179,15 @@ def _add_mcp_routes(app: FastAPI, parts: HttpDoorParts) -> None:
 
     @app.post("/mcp", openapi_extra=openapi.MCP_JSONRPC)
     async def mcp_jsonrpc(request: Request) -> Response:
-        started = time.perf_counter()
+        return await metrics.observed("/mcp", _jsonrpc(request))
+
+    async def _jsonrpc(request: Request) -> Response:
         try:
             body = await read_body(request, max_body_bytes)
         except BodyTooLarge:
             metrics.errors.labels(ErrorKind.BODY_TOO_LARGE.value).inc()
-            response = json_response(dispatcher.answer_error(None, body_too_large(max_body_bytes), None, None), status=413)
-        else:
-            response = await _jsonrpc_answer(request, body)
-        metrics.observe("/mcp", response.status_code, time.perf_counter() - started)
-        return response
+            return json_response(dispatcher.answer_error(None, body_too_large(max_body_bytes), None, None), status=413)
+        return await _jsonrpc_answer(request, body)
 
     async def _jsonrpc_answer(request: Request, body: bytes) -> Response:
         headers = request.headers
@@ -205,10 +203,7 @@ def _add_mcp_routes(app: FastAPI, parts: HttpDoorParts) -> None:
 
     @app.post("/mcp/{method:path}", openapi_extra=openapi.MCP_REST)
     async def mcp_rest(method: str, request: Request) -> Response:
-        started = time.perf_counter()
-        response = await _rest_call(method, request)
-        metrics.observe(route_label("/mcp/" + method), response.status_code, time.perf_counter() - started)
-        return response
+        return await metrics.observed(route_label("/mcp/" + method), _rest_call(method, request))
 
     async def _rest_call(method: str, request: Request) -> Response:
         if method not in REST_METHODS:
@@ -294,10 +289,7 @@ def _add_tool_filter_route(app: FastAPI, tool_filter: ToolFilter, max_body_bytes
 
     @app.post(TOOL_FILTER_PATH, openapi_extra=openapi.TOOL_FILTER)
     async def filter_tools(request: Request) -> Response:
-        started = time.perf_counter()
-        response = await _filter(request)
-        metrics.observe(TOOL_FILTER_PATH, response.status_code, time.perf_counter() - started)
-        return response
+        return await metrics.observed(TOOL_FILTER_PATH, _filter(request))
 
     async def _filter(request: Request) -> Response:
         correlation.note(era="rest", method="tools/filter")

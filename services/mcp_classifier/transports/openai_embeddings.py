@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import math
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,16 +77,18 @@ def add_openai_routes(
         return await _observed(MODELS_PATH, metrics, _models(backend, options))
 
 
-async def _observed(path: str, metrics: GatewayMetrics, answer: Any) -> Response:
+async def _observed(path: str, metrics: GatewayMetrics, answer: Awaitable[Response]) -> Response:
     """Await ``answer``; an OpenAiError becomes its body, and either way the route's metrics are written."""
-    started = time.perf_counter()
+    return await metrics.observed(path, _answered(answer, metrics))
+
+
+async def _answered(answer: Awaitable[Response], metrics: GatewayMetrics) -> Response:
+    """``answer``, or the body of the OpenAiError it raised."""
     try:
-        response: Response = await answer
+        return await answer
     except OpenAiError as exc:
         metrics.errors.labels(exc.code or exc.type).inc()
-        response = json_response(exc.body(), exc.status)
-    metrics.observe(path, response.status_code, time.perf_counter() - started)
-    return response
+        return json_response(exc.body(), exc.status)
 
 
 async def _models(backend: ClassificationBackend, options: EmbeddingsOptions) -> Response:

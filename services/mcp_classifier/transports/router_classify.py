@@ -8,7 +8,6 @@ the REST error shape, and the revision that decided in headers, as ``_meta`` nam
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from fastapi import FastAPI, Request
@@ -50,17 +49,11 @@ def add_router_classify_route(app: FastAPI, backend: ClassificationBackend, metr
 
     @app.post(ROUTER_CLASSIFY_PATH, openapi_extra=openapi.ROUTER_CLASSIFY)
     async def router_classify(request: Request) -> Response:
-        started = time.perf_counter()
-        response = await _answer(request, DEFAULT)
-        metrics.observe(ROUTER_CLASSIFY_PATH, response.status_code, time.perf_counter() - started)
-        return response
+        return await metrics.observed(ROUTER_CLASSIFY_PATH, _answer(request, DEFAULT))
 
     @app.post(NAMED_CLASSIFY_ROUTE, openapi_extra=openapi.NAMED_CLASSIFY)
     async def named_classify(name: str, request: Request) -> Response:
-        started = time.perf_counter()
-        response = await _answer(request, name)
-        metrics.observe(NAMED_CLASSIFY_ROUTE, response.status_code, time.perf_counter() - started)
-        return response
+        return await metrics.observed(NAMED_CLASSIFY_ROUTE, _answer(request, name))
 
     async def _answer(request: Request, classifier: str) -> Response:
         correlation.note(era="rest", method=METHOD)

@@ -8,8 +8,6 @@ Origin checks, the rate limit.
 
 from __future__ import annotations
 
-import time
-
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
@@ -33,10 +31,7 @@ def add_tool_feedback_route(app: FastAPI, tool_filter: ToolFilter, max_body_byte
 
     @app.post(TOOL_FEEDBACK_PATH, openapi_extra=openapi.TOOL_FEEDBACK)
     async def tool_feedback(request: Request) -> Response:
-        started = time.perf_counter()
-        response = await _answer(request)
-        metrics.observe(TOOL_FEEDBACK_PATH, response.status_code, time.perf_counter() - started)
-        return response
+        return await metrics.observed(TOOL_FEEDBACK_PATH, _answer(request))
 
     async def _answer(request: Request) -> Response:
         correlation.note(era="rest", method=METHOD)
