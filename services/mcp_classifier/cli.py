@@ -224,7 +224,7 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _run_eval(settings: Settings, args: argparse.Namespace) -> int:
-    from .evaluation.dataset import accepted_labels, load_dataset
+    from .evaluation.dataset import OUT_OF_SCOPE, accepted_labels, load_dataset
     from .evaluation.metrics import Prediction, evaluate
     from .evaluation.report import summary_table, write_report
     from .evaluation.systems import predict_local, predict_remote
@@ -250,11 +250,12 @@ def _run_eval(settings: Settings, args: argparse.Namespace) -> int:
 
         threshold = ClassifierRegistry.read(settings.categories).config().policy.low_confidence.threshold
     reasoning, tags = [q.expected_use_reasoning for q in queries], [q.tag for q in queries]
+    topics = [(q.category, *q.also) if q.category != OUT_OF_SCOPE else () for q in queries]
     evaluations = []
     for name, run in systems:
         predictions = run()
         truth = accepted_labels(queries, [p.category for p in predictions])  # a two-topic query is right on either
-        evaluations.append(evaluate(name, truth, predictions, reasoning, texts, tags, threshold))
+        evaluations.append(evaluate(name, truth, predictions, reasoning, texts, tags, threshold, topics))
     report = write_report(evaluations, args.out, args.data.name)
     print(summary_table(evaluations))
     print(f"\nreport: {report} (JSON: {report.with_suffix('.json')})", file=sys.stderr)

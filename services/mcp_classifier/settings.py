@@ -127,6 +127,13 @@ class CategorySettings(SettingsGroupModel):
         "domains, instructions to the model) as negatives, beside the file's own out_of_scope_examples; off: the "
         "file's alone (with none, in_scope is judged from the examples' own similarities only).",
     )
+    second_labels: Literal["parts", "off"] = Field(
+        "parts",
+        description="Where out-of-scope detection is on, a query about two categories answers both in labels: parts reads "
+        "them from its clauses, each embedded on its own (one more embedding call, over the clauses of queries that have "
+        "two or more); off: labels holds the main category alone. Files with detection off name a second category "
+        "from the whole query's probability either way.",
+    )
     served_languages: str = Field(
         "auto",
         pattern=r"^(auto|any|[a-zA-Z]{2,3}(,[a-zA-Z]{2,3})*)$",

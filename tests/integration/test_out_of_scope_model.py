@@ -88,6 +88,10 @@ IN_SCOPE = {
     "the app freezes whenever I try to attach a photo": "bug_report",
 }
 TWO_TOPICS = "I was charged twice for my subscription and now I can't log in to my account at all"
+ONE_TOPIC_CLAUSES = [
+    "i forgot my password, and the reset email never comes, so I am locked out",
+    "The app crashes when I open it, then it shows error 500 when I try again",
+]
 
 
 def _classifier(tmp_path: Path, categories: dict) -> Classifier:
@@ -134,6 +138,19 @@ def test_a_two_topic_query_gets_both_labels_main_first(support_bot: Classifier) 
     assert set(result.labels) == {"billing", "login"}
     assert result.labels[0] == result.category
     assert result.margin == pytest.approx(sorted(result.probabilities)[-1] - sorted(result.probabilities)[-2])
+
+
+def test_a_one_topic_query_of_several_clauses_keeps_one_label(support_bot: Classifier) -> None:
+    """Its parts all pick the same category, so no second label joins (classify/part_labels.py)."""
+    results = support_bot.classify(ONE_TOPIC_CLAUSES)
+    assert [r.labels for r in results] == [("login",), ("bug_report",)]
+
+
+def test_second_labels_off_answers_the_main_category_alone(tmp_path: Path) -> None:
+    path = tmp_path / "categories.yaml"
+    path.write_text(yaml.safe_dump(SUPPORT_BOT))
+    (result,) = build_classifier(Settings(categories_file=path, second_labels="off")).classify([TWO_TOPICS])
+    assert result.in_scope and result.labels == (result.category,)
 
 
 def test_answers_name_the_model_and_the_versions_that_decided(support_bot: Classifier) -> None:

@@ -556,6 +556,7 @@ tests/test_helm_chart.py renders this and compares it with `mcp-classifier serve
 {{- if ne $e.lexicalScoring "auto" }}{{ $_ := set $settings "lexical_scoring" $e.lexicalScoring }}{{ end -}}
 {{- if ne $e.tokenMatching "auto" }}{{ $_ := set $settings "token_matching" $e.tokenMatching }}{{ end -}}
 {{- if not $e.scopeBackground }}{{ $_ := set $settings "scope_background" false }}{{ end -}}
+{{- if ne $e.secondLabels "parts" }}{{ $_ := set $settings "second_labels" $e.secondLabels }}{{ end -}}
 {{- if ne $e.servedLanguages "auto" }}{{ $_ := set $settings "served_languages" $e.servedLanguages }}{{ end -}}
 {{- if ne (float64 $e.languageMinConfidence) 0.9 }}{{ $_ := set $settings "language_min_confidence" $e.languageMinConfidence }}{{ end -}}
 {{- if ne (int $e.batchSize) 32 }}{{ $_ := set $settings "batch_size" (int $e.batchSize) }}{{ end -}}

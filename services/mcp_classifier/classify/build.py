@@ -75,6 +75,7 @@ def classifier_on(model: SharedModel, categories: CategorySettings, config: Cate
         categories.token_matching,
         model.start_cache,
         categories.scope_background,
+        second_labels=categories.second_labels,
         language_gate=model.language_gate,
     )
 

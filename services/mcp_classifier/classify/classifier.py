@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -13,6 +13,8 @@ from .categories import CategoryConfig
 from .fusion import LexicalMode, TokenMatching
 from .index import CategoryIndex
 from .language import LanguageGate, LanguageVerdict
+from .part_labels import part_label_mask
+from .query_parts import topic_parts
 from .results import ClassificationResult, ClassifierInfo, Revision
 from .routing import RoutingPolicy
 from .scope import IN_SCOPE_PROBABILITY
@@ -24,6 +26,7 @@ log = logging.getLogger(__name__)
 _State = tuple[CategoryConfig, CategoryIndex, RoutingPolicy, Revision]
 # Where out-of-scope detection is off, a second category joins labels when it holds this much of the probability.
 LABEL_PROBABILITY = 0.25
+SecondLabels = Literal["parts", "off"]
 
 
 class Classifier:
@@ -39,6 +42,7 @@ class Classifier:
         cache: StartCache | None = None,
         scope_background: bool = True,
         *,
+        second_labels: SecondLabels = "parts",
         language_gate: LanguageGate | None = None,
     ) -> None:
         self.encoder = encoder
@@ -47,6 +51,7 @@ class Classifier:
         self.lexical: LexicalMode = lexical
         self.token_matching: TokenMatching = token_matching
         self.scope_background = scope_background
+        self.second_labels: SecondLabels = second_labels
         self.language_gate = language_gate  # None: languages are neither detected nor checked
         self.reload_error: str | None = None  # why the last reload was refused (set by the registry); None once one goes live
         self._install(config)
@@ -148,7 +153,7 @@ class Classifier:
         label_scores = np.zeros((len(texts), 0))  # per-category independent scores: multi_label files only
         if index.scope is not None:
             in_scope_p, similarities = index.scope.in_scope_probability(np.asarray(vectors))
-            joins = index.scope.label_mask(similarities)
+            joins = self._second_labels(index, texts, probs) if self.second_labels == "parts" else np.zeros(probs.shape, dtype=bool)
             if config.multi_label:
                 label_scores = index.scope.label_probabilities(np.asarray(vectors), similarities)
         else:  # the file turns detection off: every query is in scope, and a category with a good share joins labels
@@ -185,6 +190,22 @@ class Classifier:
                 )
             )
         return results
+
+    def _second_labels(self, index: CategoryIndex, texts: Sequence[str], probs: np.ndarray) -> np.ndarray:
+        """(B, C) whether each category is a second label of its query, from the query's parts (classify/part_labels.py):
+        one more embedding call, over the parts of the queries that have two or more."""
+        assert index.scope is not None
+        parts = [topic_parts(text) for text in texts]
+        flat = [part for query_parts in parts for part in query_parts]
+        if not flat:
+            return np.zeros(probs.shape, dtype=bool)
+        vectors, tokens = query_features(self.encoder, flat, tokens=index.uses_tokens)
+        vectors = np.asarray(vectors)
+        part_probs = index.probabilities(vectors, flat, tokens) if tokens is not None else index.probabilities(vectors, flat)
+        part_in_scope = index.scope.label_probabilities(vectors, index.scope.in_scope_probability(vectors)[1])
+        ends = np.cumsum([len(query_parts) for query_parts in parts])
+        rows = [np.arange(end - len(query_parts), end) for end, query_parts in zip(ends, parts)]
+        return part_label_mask(probs, rows, part_probs, part_in_scope)
 
 
 def query_features(encoder: TextEncoder, texts: Sequence[str], *, tokens: bool) -> tuple[np.ndarray, list[Any] | None]:

@@ -31,10 +31,6 @@ from .scoring import category_scores, top_k_mean
 
 SCOPE_TOP_K = 2  # nearest examples averaged per category: one odd example neither makes nor breaks a match
 IN_SCOPE_PROBABILITY = 0.5  # the decision point of in_scope, where the logistic says in and out are even
-# A second category joins labels when the query is about as similar to it as to the main one: within this much
-# cosine similarity, and past its own threshold. On the two-topic queries of four sets written for this, 9 of 24
-# got both labels and 40 of 216 single-topic ones an extra label (0.10: 13 of 24 and 84 of 216).
-LABEL_SIMILARITY_GAP = 0.05
 OWN_LIKE_QUANTILE = 0.25  # background texts above this quantile of a category's own similarities count as its own
 # A category with fewer examples than this has too few points to fit its own centre and spread from: left out one at a
 # time, each of 3 examples is compared with the 2 others only (a query with all 3), so its centre comes out low, and the
@@ -102,12 +98,6 @@ class ScopeModel:
             probability = np.where(overridden & passed, np.maximum(probability, IN_SCOPE_PROBABILITY), probability)
             probability = np.where(overridden & ~passed, np.minimum(probability, np.nextafter(IN_SCOPE_PROBABILITY, 0.0)), probability)
         return probability
-
-    def label_mask(self, sims: np.ndarray) -> np.ndarray:
-        """(B, C) similarities -> (B, C) whether each category is one of the query's labels: past its threshold
-        and within LABEL_SIMILARITY_GAP of the nearest category."""
-        near_top = sims >= sims.max(axis=1, keepdims=True) - LABEL_SIMILARITY_GAP
-        return near_top & (sims >= np.asarray(self.stats.thresholds)[None, :])
 
 
 def fit_scope(

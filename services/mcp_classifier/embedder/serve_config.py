@@ -40,6 +40,7 @@ REPLICA_SETTINGS = (
     "lexical_scoring",
     "token_matching",
     "scope_background",
+    "second_labels",
     "served_languages",
     "language_min_confidence",
 )

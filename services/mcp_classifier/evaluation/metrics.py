@@ -19,6 +19,7 @@ class Prediction:
     category: str
     confidence: float
     use_reasoning: bool | None = None
+    labels: tuple[str, ...] = ()  # every category answered, main first (empty out of scope)
 
 
 @dataclass
@@ -48,6 +49,9 @@ class Evaluation:
     answered_accuracy: float | None = None
     # Where the data or the answers hold out-of-scope queries: coverage, out-of-scope recall and precision, AUROC
     scope: dict[str, float] | None = None
+    # Where the data holds two-topic queries (`also`): how often labels names every topic, and how often a one-topic
+    # query gets a second label
+    second_labels: dict[str, float] | None = None
     # Every query's answer, in data order: lets a reader (or a test) recompute any figure from the
     # very predictions the report was made from, and compare systems item by item.
     predictions: list[dict[str, Any]] = field(default_factory=list)
@@ -94,7 +98,10 @@ def evaluate(
     texts: list[str],
     tags: list[str | None] | None = None,
     threshold: float | None = None,
+    topics: list[tuple[str, ...]] | None = None,
 ) -> Evaluation:
+    """``topics``: per query, every category it is about, main first (empty out of scope); with two-topic queries
+    among them, the answers' labels are scored too (second_label_metrics)."""
     labels = sorted(set(truth) | {p.category for p in predictions}, key=lambda x: (x not in truth, x))
     index = {label: i for i, label in enumerate(labels)}
     confusion = np.zeros((len(labels), len(labels)), dtype=int)
@@ -149,11 +156,25 @@ def evaluate(
         answered_share=None if answered is None else float(answered.mean()),
         answered_accuracy=None if answered is None or not answered.any() else float(correct[answered].mean()),
         scope=scope_metrics(truth, predictions) if OUT_OF_SCOPE in labels else None,
+        second_labels=second_label_metrics(topics, predictions) if topics and any(len(t) > 1 for t in topics) else None,
         predictions=[
             {"text": text, "expected": t, "predicted": p.category, "confidence": p.confidence, "use_reasoning": p.use_reasoning}
             for text, t, p in zip(texts, truth, predictions)
         ],
     )
+
+
+def second_label_metrics(topics: list[tuple[str, ...]], predictions: list[Prediction]) -> dict[str, float]:
+    """On in-scope queries: the share of two-topic ones whose labels name all their topics (``both``), and the share of
+    one-topic ones answered with more than one label (``false_second``)."""
+    two = [(set(t), p) for t, p in zip(topics, predictions) if len(t) > 1]
+    one = [p for t, p in zip(topics, predictions) if len(t) == 1]
+    return {
+        "two_topic_n": len(two),
+        "both": float(np.mean([wanted <= set(p.labels) for wanted, p in two])),
+        "one_topic_n": len(one),
+        "false_second": float(np.mean([len(p.labels) > 1 for p in one])) if one else 0.0,
+    }
 
 
 def scope_metrics(truth: list[str], predictions: list[Prediction]) -> dict[str, float]:

@@ -46,6 +46,16 @@ def summary_table(evaluations: list[Evaluation]) -> str:
                 f"| {e.system} | {f['in_scope_n']:g} | {f['out_of_scope_n']:g} | {f['in_scope_accuracy']:.1%} | {f['coverage']:.1%} "
                 f"| {f['out_of_scope_recall']:.1%} | {f['out_of_scope_precision']:.1%} | {f['auroc']:.3f} | {e.ece:.3f} |"
             )
+    labelled = [e for e in evaluations if e.second_labels]
+    if labelled:
+        lines += [
+            "",
+            "| system | two-topic n | labels name both topics | one-topic n | a second label added |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for e in labelled:
+            s = e.second_labels or {}
+            lines.append(f"| {e.system} | {s['two_topic_n']:g} | {s['both']:.1%} | {s['one_topic_n']:g} | {s['false_second']:.1%} |")
     tags = sorted({t for e in evaluations for t in e.per_tag})
     if tags:
         lines += ["", "| system | " + " | ".join(f"{t} (n={evaluations[0].per_tag.get(t, {}).get('n', 0):g})" for t in tags) + " |"]

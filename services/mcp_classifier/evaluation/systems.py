@@ -24,7 +24,10 @@ def predict_local(classify: Callable[[list[str]], list[ClassificationResult]], t
     with tqdm(total=len(texts), desc="local", unit="q", file=sys.stderr, disable=None) as progress:
         for start in range(0, len(texts), batch_size):
             chunk = list(texts[start : start + batch_size])
-            out += [Prediction(r.category if r.in_scope else OUT_OF_SCOPE, r.confidence, r.use_reasoning) for r in classify(chunk)]
+            out += [
+                Prediction(r.category if r.in_scope else OUT_OF_SCOPE, r.confidence, r.use_reasoning, tuple(r.labels))
+                for r in classify(chunk)
+            ]
             progress.update(len(chunk))
     return out
 
@@ -63,7 +66,7 @@ async def _predict_remote(url: str, texts: Sequence[str], timeout_s: float) -> l
             category = payload.get("category") or categories[int(payload["class"])]
             if payload.get("in_scope") is False:
                 category = OUT_OF_SCOPE
-            return Prediction(category, float(payload["confidence"]), payload.get("use_reasoning"))
+            return Prediction(category, float(payload["confidence"]), payload.get("use_reasoning"), tuple(payload.get("labels") or ()))
 
         try:
             return list(await asyncio.gather(*(one(t) for t in texts)))
