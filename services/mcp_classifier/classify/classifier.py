@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -26,6 +27,8 @@ log = logging.getLogger(__name__)
 _State = tuple[CategoryConfig, CategoryIndex, RoutingPolicy, Revision]
 # Where out-of-scope detection is off, a second category joins labels when it holds this much of the probability.
 LABEL_PROBABILITY = 0.25
+# Texts -> their query features, from an embedding call already made (classify_together's, parts included).
+EmbeddedTexts = Callable[[list[str]], tuple[np.ndarray, list[Any] | None]]
 SecondLabels = Literal["parts", "off"]
 
 
@@ -132,19 +135,25 @@ class Classifier:
         return np.asarray(self.encoder.embedding_part(features), dtype=np.float32)
 
     def classify(self, texts: Sequence[str]) -> list[ClassificationResult]:
-        state = self._state  # one read: a reload meanwhile swaps the next batch's, never half of this one
-        if not texts:
-            return []
-        vectors, tokens = query_features(self.encoder, texts, tokens=state[1].uses_tokens)
-        return self.decide(state, texts, vectors, tokens)
+        """By classify_together's road: the queries and their parts (second labels) in one embedding call."""
+        return classify_together([(self, text) for text in texts])
 
     @property
     def state(self) -> _State:
         """The live categories, index, policy and revision, read together (classify_together holds one per batch)."""
         return self._state
 
-    def decide(self, state: _State, texts: Sequence[str], vectors: np.ndarray, tokens: list[Any] | None) -> list[ClassificationResult]:
-        """The answers for ``texts`` from their query features (and token vectors where the index scores them)."""
+    def reads_parts(self, state: _State) -> bool:
+        """Whether answers under ``state`` embed the queries' parts (topic_parts) for their second labels."""
+        return self.second_labels == "parts" and state[1].scope is not None
+
+    def decide(
+        self, state: _State, texts: Sequence[str], vectors: np.ndarray, tokens: list[Any] | None, embedded: EmbeddedTexts | None = None
+    ) -> list[ClassificationResult]:
+        """The answers for ``texts`` from their query features (and token vectors where the index scores them).
+
+        ``embedded``: the features of the queries' parts where the batch's embedding call took them too; else
+        the parts are embedded here."""
         config, index, policy, revision = state
         if tokens is not None and index.uses_tokens:
             probs = index.probabilities(vectors, list(texts), tokens)
@@ -153,7 +162,7 @@ class Classifier:
         label_scores = np.zeros((len(texts), 0))  # per-category independent scores: multi_label files only
         if index.scope is not None:
             in_scope_p, similarities = index.scope.in_scope_probability(np.asarray(vectors))
-            joins = self._second_labels(index, texts, probs) if self.second_labels == "parts" else np.zeros(probs.shape, dtype=bool)
+            joins = self._second_labels(index, texts, probs, embedded) if self.reads_parts(state) else np.zeros(probs.shape, dtype=bool)
             if config.multi_label:
                 label_scores = index.scope.label_probabilities(np.asarray(vectors), similarities)
         else:  # the file turns detection off: every query is in scope, and a category with a good share joins labels
@@ -191,15 +200,14 @@ class Classifier:
             )
         return results
 
-    def _second_labels(self, index: CategoryIndex, texts: Sequence[str], probs: np.ndarray) -> np.ndarray:
-        """(B, C) whether each category is a second label of its query, from the query's parts (classify/part_labels.py):
-        one more embedding call, over the parts of the queries that have two or more."""
+    def _second_labels(self, index: CategoryIndex, texts: Sequence[str], probs: np.ndarray, embedded: EmbeddedTexts | None) -> np.ndarray:
+        """(B, C) whether each category is a second label of its query, from the query's parts (classify/part_labels.py)."""
         assert index.scope is not None
         parts = [topic_parts(text) for text in texts]
         flat = [part for query_parts in parts for part in query_parts]
         if not flat:
             return np.zeros(probs.shape, dtype=bool)
-        vectors, tokens = query_features(self.encoder, flat, tokens=index.uses_tokens)
+        vectors, tokens = embedded(flat) if embedded else query_features(self.encoder, flat, tokens=index.uses_tokens)
         vectors = np.asarray(vectors)
         part_probs = index.probabilities(vectors, flat, tokens) if tokens is not None else index.probabilities(vectors, flat)
         part_in_scope = index.scope.label_probabilities(vectors, index.scope.in_scope_probability(vectors)[1])
@@ -227,6 +235,9 @@ def classify_together(asked: Sequence[tuple[Classifier, str]]) -> list[Classific
     for classifier, text in asked:
         encoder, rows, wants_tokens = by_prompt.setdefault(classifier.encoder.query_prefix, (classifier.encoder, {}, [False]))
         rows.setdefault(text, len(rows))
+        if classifier.reads_parts(states[id(classifier)]):  # its parts join the same call (second labels)
+            for part in topic_parts(text):
+                rows.setdefault(part, len(rows))
         wants_tokens[0] = wants_tokens[0] or states[id(classifier)][1].uses_tokens
     features = {prompt: query_features(encoder, list(rows), tokens=wanted[0]) for prompt, (encoder, rows, wanted) in by_prompt.items()}
     positions: dict[int, list[int]] = {}
@@ -240,8 +251,18 @@ def classify_together(asked: Sequence[tuple[Classifier, str]]) -> list[Classific
         vectors, tokens = features[classifier.encoder.query_prefix]
         picked = [rows[t] for t in texts]
         answers = classifier.decide(
-            states[id(classifier)], texts, vectors[picked], [tokens[r] for r in picked] if tokens is not None else None
+            states[id(classifier)],
+            texts,
+            vectors[picked],
+            [tokens[r] for r in picked] if tokens is not None else None,
+            functools.partial(_rows_of, vectors, tokens, rows),
         )
         for i, answer in zip(at, answers):
             results[i] = answer
     return results  # type: ignore[return-value]  # every slot is filled above
+
+
+def _rows_of(vectors: np.ndarray, tokens: list[Any] | None, rows: dict[str, int], texts: list[str]) -> tuple[np.ndarray, list[Any] | None]:
+    """The features of ``texts`` among a call's rows (classify_together)."""
+    at = [rows[t] for t in texts]
+    return vectors[at], [tokens[r] for r in at] if tokens is not None else None
