@@ -87,6 +87,7 @@ def test_eval_reports_accuracy_confusion_and_ece_as_computed_independently(data_
     # (two runs of the same fp32 forward differ in the last bits: 1e-6 seen, 1e-4 allowed).
     rerun = build_classifier(Settings()).classify([text for text, _, _ in ROWS])
     assert [p["predicted"] for p in predictions] == [r.category for r in rerun]
+    assert [tuple(p["labels"]) for p in predictions] == [r.labels for r in rerun]
     assert [p["confidence"] for p in predictions] == pytest.approx([r.confidence for r in rerun], abs=1e-4)
     stated = [(r, p["use_reasoning"]) for (_, _, r), p in zip(ROWS, predictions) if r is not None]
     assert report["reasoning_accuracy"] == pytest.approx(sum(r == got for r, got in stated) / len(stated))
@@ -103,6 +104,7 @@ def test_eval_puts_a_running_server_beside_the_local_model(data_file: Path, tmp_
     assert remote["system"] == server.url and local["system"].startswith("local")
     # Same model and categories behind both: the same answers, up to float32 noise between two runs.
     assert [p["predicted"] for p in remote["predictions"]] == [p["predicted"] for p in local["predictions"]]
+    assert [p["labels"] for p in remote["predictions"]] == [p["labels"] for p in local["predictions"]]  # the server's labels read
     assert [p["confidence"] for p in remote["predictions"]] == pytest.approx([p["confidence"] for p in local["predictions"]], abs=1e-4)
     assert remote["confusion"] == local["confusion"]
 

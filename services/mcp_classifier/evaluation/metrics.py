@@ -158,7 +158,14 @@ def evaluate(
         scope=scope_metrics(truth, predictions) if OUT_OF_SCOPE in labels else None,
         second_labels=second_label_metrics(topics, predictions) if topics and any(len(t) > 1 for t in topics) else None,
         predictions=[
-            {"text": text, "expected": t, "predicted": p.category, "confidence": p.confidence, "use_reasoning": p.use_reasoning}
+            {
+                "text": text,
+                "expected": t,
+                "predicted": p.category,
+                "confidence": p.confidence,
+                "use_reasoning": p.use_reasoning,
+                "labels": list(p.labels),
+            }
             for text, t, p in zip(texts, truth, predictions)
         ],
     )
