@@ -224,7 +224,7 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _run_eval(settings: Settings, args: argparse.Namespace) -> int:
-    from .evaluation.dataset import OUT_OF_SCOPE, accepted_labels, load_dataset
+    from .evaluation.dataset import accepted_labels, load_dataset, query_topics
     from .evaluation.metrics import Prediction, evaluate
     from .evaluation.report import summary_table, write_report
     from .evaluation.systems import predict_local, predict_remote
@@ -250,7 +250,7 @@ def _run_eval(settings: Settings, args: argparse.Namespace) -> int:
 
         threshold = ClassifierRegistry.read(settings.categories).config().policy.low_confidence.threshold
     reasoning, tags = [q.expected_use_reasoning for q in queries], [q.tag for q in queries]
-    topics = [(q.category, *q.also) if q.category != OUT_OF_SCOPE else () for q in queries]
+    topics = query_topics(queries)
     evaluations = []
     for name, run in systems:
         predictions = run()

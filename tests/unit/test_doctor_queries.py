@@ -14,7 +14,7 @@ from mcp_classifier.classify.categories import CategoryConfig
 from mcp_classifier.classify.scope import SMALL_CATEGORY_EXAMPLES
 from mcp_classifier.evaluation.dataset import OUT_OF_SCOPE
 from mcp_classifier.evaluation.doctor import Diagnosis, diagnose, query_scope, render
-from mcp_classifier.evaluation.metrics import Prediction, scope_metrics
+from mcp_classifier.evaluation.metrics import Prediction, scope_metrics, second_label_metrics
 
 TRUTH = ["a", "a", "b", OUT_OF_SCOPE, OUT_OF_SCOPE, OUT_OF_SCOPE]
 ANSWERS = [
@@ -75,3 +75,17 @@ def test_the_small_categories_are_named_with_how_many_examples_to_add() -> None:
     text = render(diagnosis)
     assert "## Categories with too few examples" in text and "| c1 | 3 | 2 |" in text and "| c2 | 4 | 1 |" in text
     assert "| c0 | 8 |" not in text.split("## Categories with too few examples")[1].split("##")[0]
+
+
+def test_queries_with_a_second_topic_get_eval_s_labels_figures() -> None:
+    _, diagnosis = _diagnosis((6, 6))
+    topics = [("c0", "c1"), ("c0", "c1"), ("c0",), ("c1",)]
+    answers = [
+        Prediction("c0", 0.9, labels=("c0", "c1")),
+        Prediction("c1", 0.9, labels=("c1",)),
+        Prediction("c0", 0.9, labels=("c0", "c1")),
+        Prediction("c1", 0.9, labels=("c1",)),
+    ]
+    diagnosis.query_labels = second_label_metrics(topics, answers)
+    text = render(diagnosis)
+    assert "of the 2 queries with a second topic (`also`), 50.0% answered with both; of the 2 with one, 50.0% given a second label." in text

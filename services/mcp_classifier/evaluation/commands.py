@@ -22,7 +22,8 @@ from ..classify.scope import background_queries
 from ..settings import Settings
 from ..toolfilter.tool_filter import DEFAULT_THRESHOLD, DEFAULT_TOP_K, default_threshold_for
 from . import doctor, near_misses, tool_retrieval
-from .dataset import OUT_OF_SCOPE, DatasetError, LabelledQuery, accepted_labels, load_dataset
+from .dataset import OUT_OF_SCOPE, DatasetError, LabelledQuery, accepted_labels, load_dataset, query_topics
+from .metrics import second_label_metrics
 from .systems import predict_local
 
 if TYPE_CHECKING:
@@ -99,6 +100,9 @@ def _diagnose(
         answers = predict_local(classifier.classify, texts, settings.batching.batch_size)
         truth = accepted_labels(queries, [answer.category for answer in answers])  # as eval scores them
         diagnosis.query_scope = doctor.query_scope(truth, texts, answers)
+        topics = query_topics(queries)
+        if any(len(t) > 1 for t in topics):
+            diagnosis.query_labels = second_label_metrics(topics, answers)
     return diagnosis, example_vectors, description_vectors
 
 

@@ -62,6 +62,11 @@ def _also(value: object, where: str) -> tuple[str, ...]:
     raise DatasetError(f"{where}: `also` must be a category name or a list of them")
 
 
+def query_topics(queries: Sequence[LabelledQuery]) -> list[tuple[str, ...]]:
+    """Each query's categories, main first and then its `also`; none for an out-of-scope query (what labels should name)."""
+    return [(query.category, *query.also) if query.category != OUT_OF_SCOPE else () for query in queries]
+
+
 def accepted_labels(queries: Sequence[LabelledQuery], predicted: Sequence[str]) -> list[str]:
     """Each query's label as scored: the category answered when it is one of the query's `also` categories (a
     query about two topics is answered right by either), else its own label."""

@@ -99,6 +99,8 @@ class Diagnosis:
     scope: dict[str, Any] | None = None  # ScopeStats.to_public of the file: thresholds, coverage, loose ones
     # eval's out-of-scope figures on the user's labelled queries (null labels are out of scope), as served
     query_scope: dict[str, Any] | None = None
+    # where some of those queries name a second topic (`also`): eval's labels figures (metrics.second_label_metrics)
+    query_labels: dict[str, float] | None = None
     # in file order, the categories with fewer than SMALL_CATEGORY_EXAMPLES examples: name, examples, add (how many more)
     small: list[dict[str, Any]] = field(default_factory=list)
     # per category, texts near it that are likely out of scope, riskiest first (near_misses.propose): to copy into
@@ -301,6 +303,12 @@ def _render_queries(d: Diagnosis) -> list[str]:
             )
         off = " This file turns out-of-scope detection off: only a query in a language the model does not read is answered out of scope."
         lines.append(f"As served, in_scope included: {'; '.join(parts)}." + ("" if d.scope else off))
+    if d.query_labels:
+        s = d.query_labels
+        lines.append(
+            f"Labels: of the {s['two_topic_n']:g} queries with a second topic (`also`), {s['both']:.1%} answered with both; "
+            f"of the {s['one_topic_n']:g} with one, {s['false_second']:.1%} given a second label."
+        )
     return lines
 
 
