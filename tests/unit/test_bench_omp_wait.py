@@ -16,7 +16,8 @@ def test_the_busy_neighbours_spin_while_the_rows_run_and_are_gone_after() -> Non
     with busy_cores(2):
         running = spinners()
         assert len(running) == 2
-        assert all(p.status() in (psutil.STATUS_RUNNING, psutil.STATUS_SLEEPING) for p in running)
+        # Alive: a spinner still starting Python may be reading its modules (disk sleep) on a busy host.
+        assert all(p.status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD, psutil.STATUS_STOPPED) for p in running)
     assert spinners() == []
     assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in running)
 
