@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import functools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -27,8 +27,6 @@ log = logging.getLogger(__name__)
 _State = tuple[CategoryConfig, CategoryIndex, RoutingPolicy, Revision]
 # Where out-of-scope detection is off, a second category joins labels when it holds this much of the probability.
 LABEL_PROBABILITY = 0.25
-# Texts -> their query features, from an embedding call already made (classify_together's, parts included).
-EmbeddedTexts = Callable[[list[str]], tuple[np.ndarray, list[Any] | None]]
 SecondLabels = Literal["parts", "off"]
 
 
@@ -148,12 +146,10 @@ class Classifier:
         return self.second_labels == "parts" and state[1].scope is not None
 
     def decide(
-        self, state: _State, texts: Sequence[str], vectors: np.ndarray, tokens: list[Any] | None, embedded: EmbeddedTexts | None = None
+        self, state: _State, texts: Sequence[str], vectors: np.ndarray, tokens: list[Any] | None, parts: BatchParts
     ) -> list[ClassificationResult]:
-        """The answers for ``texts`` from their query features (and token vectors where the index scores them).
-
-        ``embedded``: the features of the queries' parts where the batch's embedding call took them too; else
-        the parts are embedded here."""
+        """The answers for ``texts`` from their query features (and token vectors where the index scores them), and
+        their parts' (second labels), all from the batch's one embedding call (classify_together)."""
         config, index, policy, revision = state
         if tokens is not None and index.uses_tokens:
             probs = index.probabilities(vectors, list(texts), tokens)
@@ -162,7 +158,7 @@ class Classifier:
         label_scores = np.zeros((len(texts), 0))  # per-category independent scores: multi_label files only
         if index.scope is not None:
             in_scope_p, similarities = index.scope.in_scope_probability(np.asarray(vectors))
-            joins = self._second_labels(index, texts, probs, embedded) if self.reads_parts(state) else np.zeros(probs.shape, dtype=bool)
+            joins = self._second_labels(index, texts, probs, parts) if self.reads_parts(state) else np.zeros(probs.shape, dtype=bool)
             if config.multi_label:
                 label_scores = index.scope.label_probabilities(np.asarray(vectors), similarities)
         else:  # the file turns detection off: every query is in scope, and a category with a good share joins labels
@@ -200,15 +196,12 @@ class Classifier:
             )
         return results
 
-    def _second_labels(self, index: CategoryIndex, texts: Sequence[str], probs: np.ndarray, embedded: EmbeddedTexts | None) -> np.ndarray:
+    def _second_labels(self, index: CategoryIndex, texts: Sequence[str], probs: np.ndarray, batch: BatchParts) -> np.ndarray:
         """(B, C) whether each category is a second label of its query, from the query's parts (classify/part_labels.py)."""
         assert index.scope is not None
-        parts = [topic_parts(text) for text in texts]
-        flat = [part for query_parts in parts for part in query_parts]
+        parts, flat, vectors, tokens = batch.of(texts)
         if not flat:
             return np.zeros(probs.shape, dtype=bool)
-        vectors, tokens = embedded(flat) if embedded else query_features(self.encoder, flat, tokens=index.uses_tokens)
-        vectors = np.asarray(vectors)
         part_probs = index.probabilities(vectors, flat, tokens) if tokens is not None else index.probabilities(vectors, flat)
         part_in_scope = index.scope.label_probabilities(vectors, index.scope.in_scope_probability(vectors)[1])
         ends = np.cumsum([len(query_parts) for query_parts in parts])
@@ -232,11 +225,14 @@ def classify_together(asked: Sequence[tuple[Classifier, str]]) -> list[Classific
     """
     states = {id(c): c.state for c, _ in asked}  # each classifier's live state, read once for the whole batch
     by_prompt: dict[str, tuple[TextEncoder, dict[str, int], list[bool]]] = {}
+    parts_of: dict[str, list[str]] = {}  # the texts asked of a classifier that reads parts (second labels)
     for classifier, text in asked:
         encoder, rows, wants_tokens = by_prompt.setdefault(classifier.encoder.query_prefix, (classifier.encoder, {}, [False]))
         rows.setdefault(text, len(rows))
-        if classifier.reads_parts(states[id(classifier)]):  # its parts join the same call (second labels)
-            for part in topic_parts(text):
+        if classifier.reads_parts(states[id(classifier)]):  # its parts join the same call
+            if text not in parts_of:
+                parts_of[text] = topic_parts(text)
+            for part in parts_of[text]:
                 rows.setdefault(part, len(rows))
         wants_tokens[0] = wants_tokens[0] or states[id(classifier)][1].uses_tokens
     features = {prompt: query_features(encoder, list(rows), tokens=wanted[0]) for prompt, (encoder, rows, wanted) in by_prompt.items()}
@@ -255,14 +251,26 @@ def classify_together(asked: Sequence[tuple[Classifier, str]]) -> list[Classific
             texts,
             vectors[picked],
             [tokens[r] for r in picked] if tokens is not None else None,
-            functools.partial(_rows_of, vectors, tokens, rows),
+            BatchParts(parts_of, vectors, tokens, rows),
         )
         for i, answer in zip(at, answers):
             results[i] = answer
     return results  # type: ignore[return-value]  # every slot is filled above
 
 
-def _rows_of(vectors: np.ndarray, tokens: list[Any] | None, rows: dict[str, int], texts: list[str]) -> tuple[np.ndarray, list[Any] | None]:
-    """The features of ``texts`` among a call's rows (classify_together)."""
-    at = [rows[t] for t in texts]
-    return vectors[at], [tokens[r] for r in at] if tokens is not None else None
+@dataclass(frozen=True)
+class BatchParts:
+    """A batch's parts: each text's (topic_parts, for the texts asked of a classifier that reads them), and the
+    features of one prompt's embedding call, where they are rows beside the queries (classify_together)."""
+
+    parts_of: dict[str, list[str]]
+    vectors: np.ndarray
+    tokens: list[Any] | None
+    rows: dict[str, int]
+
+    def of(self, texts: Sequence[str]) -> tuple[list[list[str]], list[str], np.ndarray, list[Any] | None]:
+        """(each text's parts, all of them in order, their vectors, their token vectors or None)."""
+        parts = [self.parts_of.get(text, []) for text in texts]
+        flat = [part for text_parts in parts for part in text_parts]
+        at = [self.rows[part] for part in flat]
+        return parts, flat, np.asarray(self.vectors[at]), [self.tokens[r] for r in at] if self.tokens is not None else None
