@@ -100,9 +100,7 @@ def _diagnose(
         answers = predict_local(classifier.classify, texts, settings.batching.batch_size)
         truth = accepted_labels(queries, [answer.category for answer in answers])  # as eval scores them
         diagnosis.query_scope = doctor.query_scope(truth, texts, answers)
-        topics = query_topics(queries)
-        if any(len(t) > 1 for t in topics):
-            diagnosis.query_labels = second_label_metrics(topics, answers)
+        diagnosis.query_labels = second_label_metrics(query_topics(queries), answers)
     return diagnosis, example_vectors, description_vectors
 
 

@@ -156,7 +156,7 @@ def evaluate(
         answered_share=None if answered is None else float(answered.mean()),
         answered_accuracy=None if answered is None or not answered.any() else float(correct[answered].mean()),
         scope=scope_metrics(truth, predictions) if OUT_OF_SCOPE in labels else None,
-        second_labels=second_label_metrics(topics, predictions) if topics and any(len(t) > 1 for t in topics) else None,
+        second_labels=second_label_metrics(topics, predictions) if topics else None,
         predictions=[
             {
                 "text": text,
@@ -171,10 +171,12 @@ def evaluate(
     )
 
 
-def second_label_metrics(topics: list[tuple[str, ...]], predictions: list[Prediction]) -> dict[str, float]:
+def second_label_metrics(topics: list[tuple[str, ...]], predictions: list[Prediction]) -> dict[str, float] | None:
     """On in-scope queries: the share of two-topic ones whose labels name all their topics (``both``), and the share of
-    one-topic ones answered with more than one label (``false_second``)."""
+    one-topic ones answered with more than one label (``false_second``); None where no query has two topics."""
     two = [(set(t), p) for t, p in zip(topics, predictions) if len(t) > 1]
+    if not two:
+        return None
     one = [p for t, p in zip(topics, predictions) if len(t) == 1]
     return {
         "two_topic_n": len(two),
