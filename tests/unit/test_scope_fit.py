@@ -59,6 +59,41 @@ def test_off_topic_texts_that_look_like_a_category_are_dropped_from_the_negative
     assert (in_p >= IN_SCOPE_PROBABILITY).mean() >= 0.9
 
 
+def test_a_file_that_takes_the_off_topic_texts_in_scope_is_broad_and_its_answers_keep_their_confidence() -> None:
+    """Off-topic texts spread around the categories' own directions, a little looser than their examples: the fit takes
+    a good share of them in scope, so the file is broad. Its in-scope answers are read against the examples' typical
+    in-scope probability (a query like them keeps all of it); which queries are in scope does not change."""
+    own_rng = np.random.default_rng(11)  # its own draws: the module's generator is at whatever the tests before left it
+    near = _unit(np.repeat(np.eye(DIMENSIONS)[:3], 20, axis=0) + 0.3 * own_rng.standard_normal((60, DIMENSIONS)))
+    broad = fit_scope(EXAMPLES, LABELS, DESCRIPTIONS, np.vstack([NEGATIVES, near]))
+    narrow = fit_scope(EXAMPLES, LABELS, DESCRIPTIONS, NEGATIVES)
+    assert broad.stats.background_in_scope >= scope.BROAD_FILE_BACKGROUND_SHARE and broad.stats.broad
+    assert narrow.stats.background_in_scope < scope.BROAD_FILE_BACKGROUND_SHARE and not narrow.stats.broad
+    queries = np.vstack([_bundle(c, 10, spread=0.2) for c in range(3)] + [_bundle(d, 10) for d in (9, 10)])
+    served, _ = broad.in_scope_probability(queries)
+    fitted = 1.0 / (1.0 + np.exp(-(scope._features(*_sims_and_background(broad, queries)) @ broad.weights + broad.bias)))
+    typical = broad.stats.typical_in_scope()
+    assert typical is not None and typical < 1.0
+    inside = fitted >= IN_SCOPE_PROBABILITY
+    assert inside.any() and (~inside).any()
+    np.testing.assert_array_equal(served >= IN_SCOPE_PROBABILITY, inside)
+    np.testing.assert_allclose(served[inside], np.minimum(fitted[inside] / typical, 1.0))
+    np.testing.assert_allclose(served[~inside], fitted[~inside])
+    assert max(broad.stats.served_typical()) == pytest.approx(1.0)
+    public = broad.stats.to_public(["a", "b", "c"])
+    assert public["broad_file"] is True and public["typical_in_scope_probability"] == pytest.approx(1.0)
+    # the share is read on the packaged background alone: the file's own off-topic texts (first) do not count, and
+    # without the packaged set (--scope-background off) no file is judged broad
+    own_first = fit_scope(EXAMPLES, LABELS, DESCRIPTIONS, np.vstack([near, NEGATIVES]), background_from=len(near))
+    assert own_first.stats.background_in_scope == 0.0 and not own_first.stats.broad
+    assert not fit_scope(EXAMPLES, LABELS, DESCRIPTIONS, np.vstack([NEGATIVES, near]), background_from=None).stats.broad
+
+
+def _sims_and_background(model: scope.ScopeModel, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    sims = scope.category_similarities(queries, model.example_vectors, model.labels, queries @ model.description_vectors.T)
+    return sims, model.centres, top_k_mean(queries @ model.background_vectors.T, scope.SCOPE_TOP_K)
+
+
 def test_a_threshold_from_the_file_decides_alone() -> None:
     strict = fit_scope(EXAMPLES, LABELS, DESCRIPTIONS, NEGATIVES, overrides=(0.999, None, None))
     assert strict.stats.thresholds[0] == 0.999 and strict.stats.overridden == (True, False, False)

@@ -16,9 +16,9 @@ from pydantic_core import ErrorDetails
 DEFAULT_INSTRUCTION = "Given a user query, identify which topic category it belongs to"
 # Part of every category-set version and of the start cache's key for the out-of-scope fit: raised whenever the
 # same file gets other answers (the fit of in_scope, what an answer reports: a small category's pooled prior,
-# language named only at the detector's confidence) or the fit reports more (its examples' typical in-scope
-# probability), so entries cached before never serve a query again.
-SCOPE_FORMAT = 3
+# language named only at the detector's confidence, a broad file's answers read against its typical one) or the fit
+# reports more (its examples' typical in-scope probability), so entries cached before never serve a query again.
+SCOPE_FORMAT = 4
 MIN_CATEGORIES = 2  # a query is classified among the categories: with one, every answer would be that one
 
 

@@ -129,4 +129,6 @@ def _fit_scope(
         negative_vectors = cache.documents(encoder, negatives, with_tokens=False)[0]
     else:
         negative_vectors = encoder.encode_documents(negatives)
-    return fit_scope(example_vectors, labels, description_vectors, negative_vectors, tuple(c.threshold for c in config.categories))
+    overrides = tuple(c.threshold for c in config.categories)
+    background_from = len(config.out_of_scope_examples) if background else None
+    return fit_scope(example_vectors, labels, description_vectors, negative_vectors, overrides, background_from)

@@ -15,6 +15,13 @@ and spread, and borrows them from a pooled prior (the file's larger categories, 
 
 The classifier multiplies the category's probability by this one, so ``confidence`` stays the
 probability that the answer is right, and an out-of-scope query's is low.
+
+A broad file (many subject areas) takes a good share of the background set in scope itself: the set cannot speak
+for its off-topic traffic, and the logistic's hedge, which on a deployment is what keeps leaked near misses from high
+confidence, only costs its own traffic. Where the fit takes ``BROAD_FILE_BACKGROUND_SHARE`` or more of the off-topic
+texts in scope, an in-scope answer's probability is read against the file's own examples' typical one (a query as
+in scope as the file's typical example gets 1); the decision, and so out-of-scope recall, stays as fitted
+(docs/decisions/0046).
 """
 
 from __future__ import annotations
@@ -37,6 +44,9 @@ OWN_LIKE_QUANTILE = 0.25  # background texts above this quantile of a category's
 # threshold with it. It borrows from a pooled prior as if it had this many, the missing ones from the pool.
 SMALL_CATEGORY_EXAMPLES = 5
 REGULARISATION = 1.0  # scikit-learn's C for the logistic: three parameters, hundreds of points
+# A file whose fit takes this share of the packaged background in scope is broad: subject-area files take 0.23-0.44
+# of it, deployments and small files 0-0.08 (docs/decisions/0046).
+BROAD_FILE_BACKGROUND_SHARE = 0.15
 
 
 @lru_cache(maxsize=1)
@@ -83,7 +93,16 @@ class ScopeModel:
             passed = best >= np.asarray(self.stats.thresholds)[nearest]
             probability = np.where(overridden & passed, np.maximum(probability, IN_SCOPE_PROBABILITY), probability)
             probability = np.where(overridden & ~passed, np.minimum(probability, np.nextafter(IN_SCOPE_PROBABILITY, 0.0)), probability)
-        return probability
+        return self._read_against_typical(probability)
+
+    def _read_against_typical(self, probability: np.ndarray) -> np.ndarray:
+        """On a broad file, an in-scope probability divided by the file's typical one, capped at 1; it stays in scope
+        (at least IN_SCOPE_PROBABILITY), and below that point nothing changes. Elsewhere as fitted."""
+        typical = self.stats.typical_in_scope()
+        if not self.stats.broad or typical is None:
+            return probability
+        lifted = np.clip(probability / typical, IN_SCOPE_PROBABILITY, 1.0)
+        return np.where(probability >= IN_SCOPE_PROBABILITY, lifted, probability)
 
     def label_probabilities(self, query_vectors: np.ndarray, sims: np.ndarray) -> np.ndarray:
         """(B, d) unit query vectors and their (B, C) category similarities -> (B, C) per category, the probability
@@ -97,7 +116,7 @@ class ScopeModel:
             passed = sims >= np.asarray(self.stats.thresholds)[None, :]
             probability = np.where(overridden & passed, np.maximum(probability, IN_SCOPE_PROBABILITY), probability)
             probability = np.where(overridden & ~passed, np.minimum(probability, np.nextafter(IN_SCOPE_PROBABILITY, 0.0)), probability)
-        return probability
+        return self._read_against_typical(probability)
 
 
 def fit_scope(
@@ -106,10 +125,13 @@ def fit_scope(
     description_vectors: np.ndarray,
     negative_vectors: np.ndarray,
     overrides: tuple[float | None, ...] = (),
+    background_from: int | None = 0,
 ) -> ScopeModel:
     """Fit the in-scope probability from the categories' examples and off-topic texts (docs/categories.md, in_scope).
 
     overrides: per category, a similarity threshold from the categories file that replaces the fitted one.
+    background_from: where the packaged background starts among the negatives (the file's own come first); None
+    without it, and then no file is judged broad.
     """
     from sklearn.linear_model import LogisticRegression
 
@@ -152,6 +174,14 @@ def fit_scope(
     probe = ScopeModel(example_vectors, labels, description_vectors, negatives, centres, weights, bias, partial_stats)
     positive_p = probe._probability(own, background_of_examples)
     negative_p = probe._probability(negative_sims, background_of_negatives) if len(negatives) else np.zeros(0)
+    # The share of the packaged background, its texts dropped as a category's own included, that the fit takes in
+    # scope: a fixed reference set, so one share tells a broad file whatever the file adds of its own.
+    taken = np.ones(len(negative_vectors), dtype=bool)  # a dropped text sits as close as a category's own examples
+    taken[kept] = negative_p >= IN_SCOPE_PROBABILITY
+    if (~kept).any() and len(negatives):
+        taken[~kept] = probe.in_scope_probability(negative_vectors[~kept])[0] >= IN_SCOPE_PROBABILITY
+    reference = taken[background_from:] if background_from is not None else taken[:0]
+    background_in_scope = float(reference.mean()) if len(reference) else 0.0
     stats = ScopeStats(
         thresholds=tuple(float(t) for t in thresholds),
         coverage=tuple(
@@ -162,6 +192,8 @@ def fit_scope(
         overridden=overridden,
         leaks=_leaks(negative_sims, negative_p, n_categories),
         typical=tuple(float(np.median(positive_p[labels == c])) if (labels == c).any() else 1.0 for c in range(n_categories)),
+        background_in_scope=background_in_scope,
+        broad=background_in_scope >= BROAD_FILE_BACKGROUND_SHARE,
     )
     return ScopeModel(example_vectors, labels, description_vectors, negatives, centres, weights, bias, stats)
 

@@ -24,6 +24,10 @@ class ScopeStats:
     # multiplied by the in-scope probability, so a query like the file's own loses about this share of it: near 1, the
     # check costs in-domain traffic nothing; at 0.8 (a broad file), a router's threshold of 0.5 drops more of it.
     typical: tuple[float, ...] = ()
+    # the share of the packaged background (its texts dropped as a category's own too) the fit takes in scope; at
+    # BROAD_FILE_BACKGROUND_SHARE or more the file is broad, and its in-scope answers are read against ``typical``
+    background_in_scope: float = 0.0
+    broad: bool = False
 
     def loose(self, index: int) -> bool:
         """A threshold that lets through a tenth or more of the off-topic texts nearest to its category."""
@@ -33,13 +37,24 @@ class ScopeStats:
         """The median over categories of their examples' median in-scope probability; None for a fit saved without it."""
         return float(median(self.typical)) if self.typical else None
 
-    def to_public(self, names: list[str]) -> dict[str, Any]:
+    def served_typical(self) -> tuple[float, ...]:
+        """Per category, its examples' typical in-scope probability as answers carry it: on a broad file read against
+        the file's typical one (classify/scope.py), elsewhere as fitted."""
         overall = self.typical_in_scope()
-        typical = self.typical or (None,) * len(names)
+        if not self.broad or overall is None:
+            return self.typical
+        return tuple(min(1.0, y / overall) if y >= 0.5 else y for y in self.typical)
+
+    def to_public(self, names: list[str]) -> dict[str, Any]:
+        served = self.served_typical()
+        overall = float(median(served)) if served else None
+        typical = served or (None,) * len(names)
         return {
             "expected_out_of_scope_recall": round(self.out_of_scope_recall, 4),
             "expected_coverage": round(sum(self.coverage) / max(len(self.coverage), 1), 4),
             "typical_in_scope_probability": None if overall is None else round(overall, 4),
+            "background_in_scope": round(self.background_in_scope, 4),
+            "broad_file": self.broad,
             "negatives": self.negatives,
             "categories": {
                 name: {
@@ -62,6 +77,8 @@ class ScopeStats:
             "overridden": list(self.overridden),
             "leaks": list(self.leaks),
             "typical": list(self.typical),
+            "background_in_scope": self.background_in_scope,
+            "broad": self.broad,
         }
 
     @classmethod
@@ -74,6 +91,8 @@ class ScopeStats:
             overridden=tuple(bool(o) for o in data["overridden"]),
             leaks=tuple(float(x) for x in data.get("leaks", ())),
             typical=tuple(float(x) for x in data.get("typical", ())),
+            background_in_scope=float(data.get("background_in_scope", 0.0)),
+            broad=bool(data.get("broad", False)),
         )
 
 
@@ -91,6 +110,8 @@ def public_scope(stats: ScopeStats | None, names: list[str], detect: bool) -> di
             "expected_out_of_scope_recall": 0.0,
             "expected_coverage": 1.0,
             "typical_in_scope_probability": 1.0,
+            "background_in_scope": 1.0,
+            "broad_file": False,
             "negatives": 0,
             "categories": {
                 name: {"threshold": None, "expected_coverage": 1.0, "typical_in_scope_probability": 1.0, "from_file": False, "loose": False}

@@ -342,7 +342,15 @@ def _render_scope(d: Diagnosis) -> list[str]:
         f"expected coverage of your own examples {d.scope['expected_coverage']:.0%}"
         + (f"; their typical in-scope probability {typical:.2f}." if typical is not None else "."),
     ]
-    if typical is not None:
+    if d.scope.get("broad_file"):
+        lines += [
+            "",
+            f"The fit takes {d.scope['background_in_scope']:.0%} of the packaged off-topic set in scope itself: this is a broad file, "
+            "whose territory covers general text, so that set cannot speak for its off-topic traffic. An in-scope answer's "
+            "probability is read against your examples' typical one (a query like them keeps its whole confidence); which "
+            "queries are answered out of scope is unchanged.",
+        ]
+    elif typical is not None:
         lines += [
             "",
             f"Every answer's confidence is the category's probability times the in-scope probability: a query like your own "
