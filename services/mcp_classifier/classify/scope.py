@@ -33,11 +33,10 @@ from importlib import resources
 import numpy as np
 import yaml
 
-from .scope_stats import ScopeStats
+from .scope_stats import IN_SCOPE_PROBABILITY, ScopeStats
 from .scoring import category_scores, top_k_mean
 
 SCOPE_TOP_K = 2  # nearest examples averaged per category: one odd example neither makes nor breaks a match
-IN_SCOPE_PROBABILITY = 0.5  # the decision point of in_scope, where the logistic says in and out are even
 OWN_LIKE_QUANTILE = 0.25  # background texts above this quantile of a category's own similarities count as its own
 # A category with fewer examples than this has too few points to fit its own centre and spread from: left out one at a
 # time, each of 3 examples is compared with the 2 others only (a query with all 3), so its centre comes out low, and the
@@ -98,8 +97,8 @@ class ScopeModel:
     def _read_against_typical(self, probability: np.ndarray) -> np.ndarray:
         """On a broad file, an in-scope probability divided by the file's typical one, capped at 1; it stays in scope
         (at least IN_SCOPE_PROBABILITY), and below that point nothing changes. Elsewhere as fitted."""
-        typical = self.stats.typical_in_scope()
-        if not self.stats.broad or typical is None:
+        typical = self.stats.typical_in_scope() if self.stats.broad else None  # on the hot path: a median only where used
+        if typical is None:
             return probability
         lifted = np.clip(probability / typical, IN_SCOPE_PROBABILITY, 1.0)
         return np.where(probability >= IN_SCOPE_PROBABILITY, lifted, probability)

@@ -7,6 +7,7 @@ from statistics import median
 from typing import Any
 
 LOOSE_LEAK_SHARE = 0.1
+IN_SCOPE_PROBABILITY = 0.5  # the decision point of in_scope, where the logistic says in and out are even
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class ScopeStats:
         overall = self.typical_in_scope()
         if not self.broad or overall is None:
             return self.typical
-        return tuple(min(1.0, y / overall) if y >= 0.5 else y for y in self.typical)
+        return tuple(min(1.0, y / overall) if y >= IN_SCOPE_PROBABILITY else y for y in self.typical)
 
     def to_public(self, names: list[str]) -> dict[str, Any]:
         served = self.served_typical()

@@ -150,7 +150,7 @@ class InvalidAnswer(Exception):
     pass
 
 
-# classify/scope.py's IN_SCOPE_PROBABILITY: an answer is in scope from this P(in scope) up (not imported: this file
+# classify/scope_stats.py's IN_SCOPE_PROBABILITY: an answer is in scope from this P(in scope) up (not imported: this file
 # runs where the package is not installed).
 MIN_IN_SCOPE_P = 0.5
 PROBABILITY_SLACK = 1e-6  # float rounding between the server's product and its JSON
